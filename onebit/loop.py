@@ -1,0 +1,363 @@
+"""The draft / verify / commit loop, and the plain greedy decode it is held against.
+
+`run()` is the speculative loop of `design/loop.md`; `greedy()` is the reference it must equal
+token for token. Both leave the base with prompt + emitted committed, so one more `step()`
+continues where decoding stopped.
+
+Imports are absolute on purpose: the conformance suite and the mutant catalogue load copies of
+this file as stand-alone modules.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onebit.errors import BaseContractError, ContractError, HeadContractError
+from onebit.protocols import BaseModel, DraftHead
+
+OnToken = Callable[[int], "bool | None"]
+
+
+@dataclass(slots=True)
+class RunStats:
+    """What a run cost, in base passes. Decode only: prefill is counted apart."""
+
+    rounds: int = 0  # t1 tokens consumed (one per round)
+    steps: int = 0  # base.step() calls after prefill
+    batches: int = 0  # base.verify() calls
+    batch_rows: int = 0  # rows in those batches, all together
+    proposed: int = 0  # drafts the loop took from the head (after cutting to the room)
+    accepted: int = 0  # drafts emitted
+    emitted: int = 0  # tokens emitted
+    prefill_steps: int = 0
+
+    @property
+    def passes(self) -> int:
+        """Decode passes of the base: steps plus batches."""
+        return self.steps + self.batches
+
+    @property
+    def passes_per_token(self) -> float:
+        """Base passes per emitted token (1.0 is plain decode's cost; lower is better)."""
+        return self.passes / self.emitted if self.emitted else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.emitted / self.passes if self.passes else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+
+@dataclass(slots=True)
+class RunResult:
+    tokens: list[int] = field(default_factory=list)
+    stats: RunStats = field(default_factory=RunStats)
+    stopped: bool = False  # True when on_token asked to stop
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _as_int(value: object, name: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def check_request(
+    base: BaseModel, prompt: Sequence[int], *, max_tokens: int, k: int = 0
+) -> list[int]:
+    """Validate the arguments of a decode before the base is touched; return the prompt as a
+    list of ints. Raises `ValueError` naming the bad value."""
+    if isinstance(prompt, str | bytes):
+        raise ValueError(f"prompt must be a sequence of token ids, got {type(prompt).__name__}")
+    tokens = [_as_int(t, f"prompt[{i}]") for i, t in enumerate(prompt)]
+    if not tokens:
+        raise ValueError("prompt is empty: a decode needs at least one prompt token")
+    vocab = base.vocab_size
+    for i, t in enumerate(tokens):
+        if not 0 <= t < vocab:
+            raise ValueError(f"prompt[{i}] = {t} is outside the vocabulary [0, {vocab})")
+    if _as_int(max_tokens, "max_tokens") < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if _as_int(k, "k") < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    return tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# What the loop reads from the base: checked where it is read
+
+
+def _argmax_row(logits: np.ndarray, vocab: int, pos: int) -> int:
+    """The base's choice for position `pos` from one row of scores."""
+    row = np.asarray(logits)
+    if row.shape != (vocab,):
+        raise BaseContractError(
+            f"base returned logits of shape {row.shape} scoring position {pos}; "
+            f"expected ({vocab},)",
+            pos=pos,
+        )
+    if not np.isfinite(row).all():
+        raise BaseContractError(f"base returned non-finite logits scoring position {pos}", pos=pos)
+    return int(np.argmax(row))
+
+
+def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
+    """The base's choices from a verify of `n` rows at `pos` (row i scores `pos + i + 1`)."""
+    rows = np.asarray(logits)
+    if rows.shape != (n, vocab):
+        raise BaseContractError(
+            f"base.verify of {n} rows at position {pos} returned logits of shape {rows.shape}; "
+            f"expected ({n}, {vocab})",
+            pos=pos,
+        )
+    if not np.isfinite(rows).all():
+        bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
+        raise BaseContractError(
+            f"base.verify returned non-finite logits in row {bad}, scoring position "
+            f"{pos + bad + 1}",
+            pos=pos + bad + 1,
+        )
+    return np.argmax(rows, axis=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+class _Decode:
+    """One run's state: the cursor, what was emitted, and the counters."""
+
+    def __init__(
+        self,
+        base: BaseModel,
+        head: DraftHead | None,
+        prompt: list[int],
+        max_tokens: int,
+        k: int,
+        on_token: OnToken | None,
+    ) -> None:
+        self.base = base
+        self.head = head
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.k = k
+        self.on_token = on_token
+        self.vocab = base.vocab_size
+        self.result = RunResult()
+        self.stats = self.result.stats
+        self.tokens = self.result.tokens
+
+    # -- emission ---------------------------------------------------------------------------
+
+    def emit(self, token: int) -> bool:
+        """Hand one token to the consumer; False when it asked to stop."""
+        self.tokens.append(token)
+        self.stats.emitted += 1
+        if self.on_token is not None and self.on_token(token) is False:
+            self.result.stopped = True
+            return False
+        return True
+
+    def budget_left(self) -> int:
+        return self.max_tokens - len(self.tokens)
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        try:
+            t1, pos = self.prefill()
+            max_rows = operator.index(self.base.max_batch_rows())
+            if max_rows < 1:
+                raise BaseContractError(f"base.max_batch_rows() is {max_rows}; it must be >= 1")
+            two_pass = self.head is not None and bool(self.head.needs_last_hidden())
+            while self.budget_left() > 0 and not self.result.stopped:
+                self.stats.rounds += 1
+                if self.head is None:
+                    t1, pos = self.plain_step(t1, pos)
+                elif two_pass:
+                    t1, pos = self.two_pass_round(t1, pos, max_rows)
+                else:
+                    t1, pos = self.one_pass_round(t1, pos, max_rows)
+        except ContractError as error:
+            error.emitted = list(self.tokens)
+            raise
+        return self.result
+
+    def prefill(self) -> tuple[int, int]:
+        """Step every prompt token; the head gets all their rows. Returns (t1, its position)."""
+        self.base.reset()
+        if self.head is not None:
+            self.head.reset()
+        rows = []
+        for pos, token in enumerate(self.prompt):
+            logits = self.base.step(token, pos)
+            if self.head is not None:
+                rows.append(np.asarray(self.base.last_hidden()))
+        self.stats.prefill_steps = len(self.prompt)
+        if self.head is not None:
+            self.head.commit_rows(self.prompt, np.stack(rows), len(self.prompt))
+        pos = len(self.prompt)
+        return _argmax_row(logits, self.vocab, pos), pos
+
+    def plain_step(self, t1: int, pos: int) -> tuple[int, int]:
+        """Consume t1 with one step; the head gets its row."""
+        logits = self.base.step(t1, pos)
+        self.stats.steps += 1
+        if self.head is not None:
+            self.head.commit_rows([t1], np.asarray(self.base.last_hidden())[None, :], 1)
+        if not self.emit(t1):
+            return t1, pos + 1
+        return _argmax_row(logits, self.vocab, pos + 1), pos + 1
+
+    def propose(self, t1: int, pos: int, room: int, hidden: np.ndarray | None) -> list[int]:
+        """Ask the head for up to `room` drafts; cut to the room and check each token."""
+        assert self.head is not None
+        drafts = list(self.head.propose(t1, pos, room, hidden) or ())[:room]
+        for slot, draft in enumerate(drafts):
+            try:
+                draft = operator.index(draft)
+            except TypeError:
+                draft = None
+            if draft is None or not 0 <= draft < self.vocab:
+                raise HeadContractError(
+                    f"head proposed {drafts[slot]!r} for position {pos + 1 + slot} (slot {slot}), "
+                    f"outside the vocabulary [0, {self.vocab})",
+                    pos=pos + 1 + slot,
+                )
+            drafts[slot] = draft
+        self.stats.proposed += len(drafts)
+        return drafts
+
+    def verify(self, tokens: list[int], pos: int) -> np.ndarray:
+        """One provisional batch; returns the argmax of each row. Bad logits: drop the batch
+        (nothing of it is committed) and raise."""
+        logits = self.base.verify(tokens, pos)
+        self.stats.batches += 1
+        self.stats.batch_rows += len(tokens)
+        try:
+            return _argmax_rows(logits, len(tokens), self.vocab, pos)
+        except BaseContractError:
+            self.base.commit_verify(0)
+            raise
+
+    def emit_and_commit(self, tokens: list[int]) -> int:
+        """Emit `tokens` (the accepted part of the last verify) until the consumer stops; commit
+        exactly the emitted ones in the base and tell the head. Returns how many."""
+        count = 0
+        try:
+            for token in tokens:
+                count += 1
+                if not self.emit(token):
+                    break
+        finally:
+            self.base.commit_verify(count)
+            if self.head is not None:
+                rows = np.asarray(self.base.last_hidden_rows())
+                if rows.ndim != 2 or rows.shape[0] < count:
+                    raise BaseContractError(
+                        f"base.last_hidden_rows() has shape {rows.shape} after committing "
+                        f"{count} rows; it must have at least {count} rows",
+                    )
+                self.head.commit_rows(tokens, rows, count)
+        return count
+
+    def one_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
+        """t1 and the drafts go through the base as one batch (design/loop.md, one-pass)."""
+        room = min(self.k, max_rows - 1, self.budget_left() - 1)
+        drafts = self.propose(t1, pos, room, None) if room > 0 else []
+        if not drafts:
+            return self.plain_step(t1, pos)
+        batch = [t1, *drafts]
+        choices = self.verify(batch, pos)
+        take = 0
+        while take < len(drafts) and drafts[take] == choices[take]:
+            take += 1
+        count = self.emit_and_commit(batch[: take + 1])
+        self.stats.accepted += count - 1
+        return int(choices[count - 1]), pos + count
+
+    def two_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
+        """t1 is stepped first so the head can read the hidden after it; drafts that the step
+        already rejects never reach a batch (design/loop.md, two-pass)."""
+        logits = self.base.step(t1, pos)
+        self.stats.steps += 1
+        hidden = np.asarray(self.base.last_hidden())
+        self.head.commit_rows([t1], hidden[None, :], 1)  # type: ignore[union-attr]
+        if not self.emit(t1):
+            return t1, pos + 1
+        b = _argmax_row(logits, self.vocab, pos + 1)
+        room = min(self.k, max_rows, self.budget_left())
+        drafts = self.propose(t1, pos, room, hidden) if room > 0 else []
+        if not drafts or drafts[0] != b:
+            return b, pos + 1
+        choices = self.verify(drafts, pos + 1)
+        take = 1
+        while take < len(drafts) and drafts[take] == choices[take - 1]:
+            take += 1
+        count = self.emit_and_commit(drafts[:take])
+        self.stats.accepted += count
+        return int(choices[count - 1]), pos + 1 + count
+
+
+def run(
+    base: BaseModel,
+    head: DraftHead | None,
+    prompt: Sequence[int],
+    *,
+    max_tokens: int,
+    k: int,
+    on_token: OnToken | None = None,
+) -> RunResult:
+    """Decode up to `max_tokens` tokens after `prompt`, drafting up to `k` per round with
+    `head` (None: plain decode). The tokens equal `greedy()`'s; only the cost differs."""
+    tokens = check_request(base, prompt, max_tokens=max_tokens, k=k)
+    return _Decode(base, head, tokens, max_tokens, k, on_token).run()
+
+
+def greedy(
+    base: BaseModel,
+    prompt: Sequence[int],
+    *,
+    max_tokens: int,
+    on_token: OnToken | None = None,
+) -> RunResult:
+    """Plain greedy decode, one step per token: the reference every speculative run equals.
+
+    Written apart from `run()` (no shared rounds) so that a bug in the loop cannot hide in
+    its own reference."""
+    tokens = check_request(base, prompt, max_tokens=max_tokens)
+    result = RunResult()
+    stats = result.stats
+    base.reset()
+    for pos, token in enumerate(tokens):
+        logits = base.step(token, pos)
+    stats.prefill_steps = len(tokens)
+    pos = len(tokens)
+    try:
+        while len(result.tokens) < max_tokens:
+            token = _argmax_row(logits, base.vocab_size, pos)
+            logits = base.step(token, pos)
+            stats.steps += 1
+            stats.rounds += 1
+            stats.emitted += 1
+            result.tokens.append(token)
+            pos += 1
+            if on_token is not None and on_token(token) is False:
+                result.stopped = True
+                break
+    except ContractError as error:
+        error.emitted = list(result.tokens)
+        raise
+    return result
