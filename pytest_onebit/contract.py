@@ -479,11 +479,12 @@ def check_loop(
     *,
     checks: Iterable[str] | None = None,
     raise_on_failure: bool = True,
+    on_trace: Callable[[Trace], None] | None = None,
 ) -> ContractReport:
     """Hold `run` to every check on every scenario (default: `standard_scenarios()`).
 
     Raises `LoopContractError` naming the broken checks, unless `raise_on_failure` is False;
-    either way returns the report."""
+    either way returns the report. `on_trace` sees each scenario's trace (to cost the run)."""
     names = list(checks or CHECKS)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
@@ -496,6 +497,8 @@ def check_loop(
                 report.ran += 1
                 report.ran_by_check[name] += 1
         report.failures.extend(check_trace(trace, names))
+        if on_trace is not None:
+            on_trace(trace)
     if raise_on_failure and report.failures:
         raise LoopContractError(report)
     return report

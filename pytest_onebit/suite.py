@@ -1,0 +1,66 @@
+"""The conformance suite as pytest tests: subclass `LoopContract` to hold a loop to it.
+
+    from pytest_onebit import LoopContract
+
+    class TestMyLoop(LoopContract):
+        pass                      # holds spec_run (onebit.run, or --onebit-loop)
+
+    class TestOtherLoop(LoopContract):
+        @pytest.fixture
+        def loop(self):
+            return my_engine.run  # or bind a loop directly
+
+Each check of `pytest_onebit.contract.CHECKS` becomes one test method named after it
+(`test_I7_pass_law`), parametrised over the scenarios it applies to, so a test id reads
+`TestMyLoop::test_I7_pass_law[one-pass-perfect-k7-r8-prefix-n40]`. Override `scenarios` to
+change the grid, or set a check's method to None to leave it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from pytest_onebit.contract import CHECKS, Check, RunFn, Scenario, standard_scenarios
+
+
+def check_test_name(check_name: str) -> str:
+    """`I7-pass-law` -> `test_I7_pass_law` (and back with `check_from_test_name`)."""
+    return "test_" + check_name.replace("-", "_")
+
+
+def check_from_test_name(test_name: str) -> str | None:
+    """The check a (parametrised) test name belongs to, or None."""
+    bare = test_name.split("[", 1)[0]
+    for name in CHECKS:
+        if bare == check_test_name(name):
+            return name
+    return None
+
+
+def _make_test(check: Check):
+    def test(self, loop: RunFn, onebit_scenario: Scenario, onebit_traces) -> None:
+        __tracebackhide__ = True
+        check.verify(onebit_traces.trace(loop, onebit_scenario))
+
+    test.__name__ = test.__qualname__ = check_test_name(check.name)
+    test.__doc__ = check.doc
+    test.onebit_check = check.name  # read by the plugin's pytest_generate_tests
+    return pytest.mark.onebit_check(check.name)(test)
+
+
+class LoopContract:
+    """Invariants I1..I12 of design/loop.md, one test method per named check."""
+
+    scenarios: Sequence[Scenario] = tuple(standard_scenarios())
+
+    @pytest.fixture
+    def loop(self, spec_run: RunFn) -> RunFn:
+        """The run() under test; override to bind another implementation."""
+        return spec_run
+
+
+for _check in CHECKS.values():
+    setattr(LoopContract, check_test_name(_check.name), _make_test(_check))
+del _check

@@ -1,0 +1,218 @@
+"""Bad input gets a clear error, and nothing is lost: committed == emitted after any failure."""
+
+import numpy as np
+import pytest
+
+import onebit
+from onebit import BaseContractError, ContractError, HeadContractError
+from pytest_onebit import Oracle, ToyBase, half_head, perfect_head
+
+PROMPT = [3, 1, 4, 1, 5]
+
+
+SHARED_CASES = [
+    ({"prompt": []}, "prompt is empty"),
+    ({"prompt": [3, 64, 1]}, r"prompt\[1\] = 64 is outside the vocabulary \[0, 64\)"),
+    ({"prompt": [3, -1]}, r"prompt\[1\] = -1 is outside the vocabulary"),
+    ({"prompt": [3, 1.5]}, r"prompt\[1\] must be an integer, got 1.5"),
+    ({"prompt": "abc"}, "prompt must be a sequence of token ids"),
+    ({"max_tokens": -1}, "max_tokens must be >= 0, got -1"),
+    ({"max_tokens": 2.0}, "max_tokens must be an integer"),
+]
+RUN_ONLY_CASES = [
+    ({"k": -2}, "k must be >= 0, got -2"),
+    ({"k": True}, "k must be an integer, got True"),
+]
+
+
+@pytest.mark.parametrize(
+    ("decode", "kwargs", "message"),
+    [("run", *case) for case in SHARED_CASES + RUN_ONLY_CASES]
+    + [("greedy", *case) for case in SHARED_CASES],
+)
+def test_bad_arguments_rejected_before_touching_the_base(decode, kwargs, message):
+    """Each bad argument is a ValueError naming the value, raised before the base is touched
+    (its committed state and counters are unchanged)."""
+    base = ToyBase()
+    base.step(7, 0)
+    args = {"prompt": PROMPT, "max_tokens": 5, "k": 3} | kwargs
+    with pytest.raises(ValueError, match=message):
+        if decode == "run":
+            onebit.run(base, None, args["prompt"], max_tokens=args["max_tokens"], k=args["k"])
+        else:
+            onebit.greedy(base, args["prompt"], max_tokens=args["max_tokens"])
+    assert (base.committed, base.steps) == ([7], 1)
+
+
+def test_numpy_integers_are_accepted():
+    """Token ids from numpy arrays are ids like any other."""
+    result = onebit.run(ToyBase(), None, np.array(PROMPT), max_tokens=np.int64(3), k=np.int32(2))
+    assert result.tokens == onebit.greedy(ToyBase(), PROMPT, max_tokens=3).tokens
+
+
+class OutOfVocabHead:
+    """A head that proposes a token past the vocabulary at its third proposal."""
+
+    def __init__(self, oracle, flavour):
+        self.inner = perfect_head(oracle, flavour)
+        self.calls = 0
+
+    def needs_last_hidden(self):
+        return self.inner.needs_last_hidden()
+
+    def propose(self, token, pos, k, hidden):
+        self.calls += 1
+        drafts = self.inner.propose(token, pos, k, hidden)
+        if self.calls == 3:
+            drafts[-1] = 999
+        return drafts
+
+    def commit_rows(self, tokens, rows, count):
+        self.inner.commit_rows(tokens, rows, count)
+
+    def reset(self):
+        self.inner.reset()
+
+
+def consume():
+    seen = []
+    return seen, lambda t: seen.append(t) or None
+
+
+@pytest.mark.parametrize("flavour", ["one-pass", "two-pass"])
+def test_head_proposing_out_of_vocab_token(flavour):
+    """A head's out-of-vocabulary draft is a HeadContractError naming the token, the position
+    and the slot; the base has committed exactly what was emitted."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 60)
+    base, (seen, on_token) = ToyBase(), consume()
+    with pytest.raises(HeadContractError, match=r"head proposed 999 for position \d+ \(slot 3\)"
+                       ) as info:
+        onebit.run(base, OutOfVocabHead(oracle, flavour), PROMPT, max_tokens=40, k=4,
+                   on_token=on_token)
+    assert info.value.culprit == "head"
+    assert info.value.emitted == seen and seen
+    assert base.committed == PROMPT + seen
+    # t1 is emitted before a two-pass head drafts, after a one-pass head's batch
+    t1_pos = len(PROMPT) + len(seen) - (1 if flavour == "two-pass" else 0)
+    assert info.value.pos == t1_pos + 1 + 3
+
+
+class FaultyBase(ToyBase):
+    """A toy base that corrupts its output on the n-th call of one kind (step or verify)."""
+
+    def __init__(self, kind, call, fault, **config):
+        super().__init__(**config)
+        self.kind, self.call, self.fault = kind, call, fault
+        self.seen = 0
+
+    def _maybe(self, kind, logits):
+        if kind != self.kind:
+            return logits
+        self.seen += 1
+        if self.seen != self.call:
+            return logits
+        if self.fault == "nan":
+            logits = logits.copy()
+            logits[..., 3] = np.nan
+            return logits
+        if self.fault == "shape":
+            return logits[..., :-1]
+        raise RuntimeError(f"device lost during {kind}")
+
+    def step(self, token, pos):
+        return self._maybe("step", super().step(token, pos))
+
+    def verify(self, tokens, pos):
+        return self._maybe("verify", super().verify(tokens, pos))
+
+    def reset(self):
+        super().reset()
+        self.seen = 0
+
+
+@pytest.mark.parametrize("flavour", ["one-pass", "two-pass"])
+@pytest.mark.parametrize(
+    ("kind", "fault", "error", "message"),
+    [
+        ("verify", "nan", BaseContractError, r"non-finite logits in row \d, scoring position"),
+        ("verify", "shape", BaseContractError, r"returned logits of shape \(\d+, 63\)"),
+        ("verify", "raise", RuntimeError, "device lost during verify"),
+        ("step", "nan", BaseContractError, r"non-finite logits scoring position \d+"),
+        ("step", "shape", BaseContractError, r"logits of shape \(63,\) scoring position"),
+    ],
+)
+def test_base_failing_mid_run(flavour, kind, fault, error, message):
+    """A base that returns NaN or misshapen logits, or raises, mid-round: the error names the
+    position; what the base committed is exactly what was emitted (a bad batch is dropped,
+    a stepped token is emitted before the bad logits are read)."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 60)
+    # a one-row base makes the one-pass loop step, so its step faults are reached too
+    rows = 8 if kind == "verify" else 1
+    base = FaultyBase(kind, 3 if kind == "verify" else 8, fault, max_batch_rows=rows)
+    seen, on_token = consume()
+    with pytest.raises(error, match=message) as info:
+        onebit.run(base, half_head(oracle, flavour), PROMPT, max_tokens=40, k=4,
+                   on_token=on_token)
+    if isinstance(info.value, ContractError):
+        assert info.value.emitted == seen
+        assert info.value.culprit == "base"
+    if fault == "raise":
+        base.commit_verify(0)  # the loop could not; a real base drops the batch itself
+    assert base.committed == PROMPT + seen
+    assert len(seen) > 0
+
+
+def test_greedy_reports_bad_logits_with_position():
+    """greedy() holds the base to the same logits contract, naming the position."""
+    base = FaultyBase("step", 9, "nan")
+    with pytest.raises(BaseContractError, match="scoring position 9") as info:
+        onebit.greedy(base, PROMPT, max_tokens=20)
+    assert base.committed == PROMPT + info.value.emitted
+
+
+@pytest.mark.parametrize("flavour", ["one-pass", "two-pass"])
+def test_consumer_raising_keeps_committed_equal_emitted(flavour):
+    """If on_token raises inside a round, the token it was handed counts as emitted and is
+    committed, and nothing after it is."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 60)
+    base, seen = ToyBase(), []
+
+    def on_token(t):
+        seen.append(t)
+        if len(seen) == 10:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        onebit.run(base, perfect_head(oracle, flavour), PROMPT, max_tokens=40, k=7,
+                   on_token=on_token)
+    assert base.committed == PROMPT + seen
+
+
+def test_head_raising_in_propose_keeps_state():
+    """A head that raises while drafting leaves the base with exactly what was emitted."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 60)
+    head = perfect_head(oracle)
+    calls = []
+
+    def propose(token, pos, k, hidden):
+        calls.append(pos)
+        if len(calls) == 3:
+            raise RuntimeError("draft model crashed")
+        return perfect_head(oracle).propose(token, pos, k, hidden)
+
+    head.propose = propose
+    base, (seen, on_token) = ToyBase(), consume()
+    with pytest.raises(RuntimeError, match="draft model crashed"):
+        onebit.run(base, head, PROMPT, max_tokens=40, k=7, on_token=on_token)
+    assert base.committed == PROMPT + seen and len(seen) == 16
+
+
+def test_zero_row_base_is_a_contract_error():
+    """max_batch_rows() below 1 is the base's contract error, reported before decoding."""
+
+    class ZeroRows(ToyBase):
+        def max_batch_rows(self):
+            return 0
+
+    with pytest.raises(BaseContractError, match=r"max_batch_rows\(\) is 0"):
+        onebit.run(ZeroRows(), None, PROMPT, max_tokens=3, k=2)
