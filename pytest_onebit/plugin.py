@@ -100,6 +100,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if name is None or "onebit_scenario" not in metafunc.fixturenames:
         return
     scenarios = [s for s in metafunc.cls.scenarios if CHECKS[name].applies(s)]
+    if not scenarios:
+        skip = pytest.mark.skip(reason=f"no scenario of {metafunc.cls.__name__} exercises {name}")
+        metafunc.parametrize("onebit_scenario", [pytest.param(None, marks=skip)],
+                             ids=["no-scenario"])
+        return
     metafunc.parametrize("onebit_scenario", scenarios, ids=[s.id for s in scenarios])
 
 

@@ -2,4 +2,6 @@
 
 from hypothesis import settings
 
+pytest_plugins = ["pytester"]  # the plugin's own tests run it in fresh projects
+
 settings.load_profile("onebit")

@@ -1,0 +1,151 @@
+"""The plugin as a user meets it: installed, loaded in a fresh project, pointed at loops."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import onebit.loop
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+CATALOGUE = ROOT / "mutants"
+
+CONTRACT_TEST = """
+from pytest_onebit import LoopContract
+
+class TestLoop(LoopContract):
+    pass
+"""
+
+
+def failed_checks(output: str) -> set[str]:
+    """The check names of the failed contract tests in a `-rf` summary."""
+    return {m.replace("_", "-") for m in re.findall(r"FAILED \S+::test_(I\d+_[a-z_]+)\[", output)}
+
+
+def test_fixtures_and_options_load_in_a_fresh_project(pytester):
+    """Installing onebit is all it takes: a project with no conftest gets the fixtures, the
+    device marker and the options in a fresh interpreter."""
+    pytester.makepyfile(
+        """
+        import onebit
+
+        def test_parts(toy_base, oracle, perfect_head, garbage_head, half_head, plain_decode,
+                       spec_run):
+            base = toy_base(max_batch_rows=4)
+            truth = oracle(toy_base(), [1, 2, 3], 20)
+            result = spec_run(base, perfect_head(truth, "two-pass"), [1, 2, 3],
+                              max_tokens=12, k=3)
+            assert result.tokens == plain_decode([1, 2, 3], 12).tokens
+            assert spec_run is onebit.run
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
+    result.assert_outcomes(passed=1)
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    assert "--onebit-loop=MODULE:FUNC" in help_text and "--onebit-device" in help_text
+
+
+def test_device_marker_deselects_and_skips_with_the_probe_reason(pytester):
+    """`-m "not device"` deselects device tests; `-m device` runs them into a skip whose reason
+    is the probe's first failed check (here: no NPU device node)."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.device
+        def test_on_npu(device_base):
+            raise AssertionError("must not run without a device")
+
+        def test_anywhere():
+            pass
+        """
+    )
+    no_device = pytester.runpytest_subprocess("-m", "not device")
+    no_device.assert_outcomes(passed=1, deselected=1)
+    on_device = pytester.runpytest_subprocess("-m", "device", "-rs")
+    on_device.assert_outcomes(skipped=1, deselected=1)
+    on_device.stdout.fnmatch_lines(["*SKIPPED*no NPU: no NPU device node: /dev/accel/accel* "
+                                    "matches nothing*"])
+
+
+def test_bad_loop_option_is_a_usage_error(pytester):
+    """A --onebit-loop that does not name a callable stops the run with a usage error."""
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess("--onebit-loop=onebit.loop:nothing_here")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*onebit.loop has no callable 'nothing_here'*"])
+
+
+def broken_loop(pytester, mutant: str) -> str:
+    """Apply a catalogue mutant of onebit/loop.py to a copy, as module `broken_loop`."""
+    scratch = pytester.path / "scratch"
+    (scratch / "onebit").mkdir(parents=True)
+    shutil.copy(onebit.loop.__file__, scratch / "onebit" / "loop.py")
+    subprocess.run(["git", "apply", str(CATALOGUE / f"{mutant}.diff")], cwd=scratch, check=True)
+    shutil.copy(scratch / "onebit" / "loop.py", pytester.path / "broken_loop.py")
+    return "broken_loop:run"
+
+
+# The six broken loops of the loop issue, and an invariant each must be caught by.
+BROKEN = {
+    "01-commit-take-rows": "I2-state",
+    "02-draft-vs-next-row": "I1-text",
+    "06-next-t1-row0": "I1-text",
+    "05-k-all-rows": "I4-batch-bound",
+    "08-no-budget-clamp": "I9-budget",
+    "07-plain-step-no-commit-rows": "I5-drafter-rows",
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(BROKEN))
+def test_suite_fails_a_broken_loop_naming_the_invariant(pytester, mutant):
+    """--onebit-loop pointed at a deliberately broken loop makes the contract suite fail, and
+    the failing test ids name the invariant that loop breaks."""
+    pytester.makepyfile(test_contract=CONTRACT_TEST)
+    spec = broken_loop(pytester, mutant)
+    result = pytester.runpytest_subprocess(f"--onebit-loop={spec}", "-q", "--tb=no", "-rf",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert BROKEN[mutant] in failed_checks(result.stdout.str())
+
+
+def test_suite_passes_a_differently_written_correct_loop(pytester):
+    """The suite tests the contract, not onebit's way of writing it: an independent correct
+    loop passes every check."""
+    pytester.makepyfile(test_contract=CONTRACT_TEST)
+    shutil.copy(HERE / "alt_loop.py", pytester.path / "alt_loop.py")
+    result = pytester.runpytest_subprocess("--onebit-loop=alt_loop:run", "-q", "-p",
+                                           "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    assert result.parseoutcomes()["passed"] > 1000
+
+
+def test_loop_fixture_override_binds_another_loop(pytester):
+    """A subclass can bind its loop directly by overriding the `loop` fixture, and can narrow
+    the scenarios; the test ids carry the check's name."""
+    shutil.copy(HERE / "alt_loop.py", pytester.path / "alt_loop.py")
+    pytester.makepyfile(
+        """
+        import pytest
+        import alt_loop
+        from pytest_onebit import LoopContract, Scenario
+
+        class TestAlt(LoopContract):
+            scenarios = [Scenario("two-pass", "half", 3)]
+
+            @pytest.fixture
+            def loop(self):
+                return alt_loop.run
+        """
+    )
+    result = pytester.runpytest_subprocess("-v", "-p", "no:cacheprovider")
+    # (`?` stands for the brackets, which fnmatch would read as a character class)
+    result.stdout.fnmatch_lines([
+        "*TestAlt::test_I7_pass_law?no-scenario? SKIPPED*",
+        "*TestAlt::test_I12_stats?two-pass-half-k3-r8-prefix-n40? PASSED*",
+    ])
+    assert result.ret == pytest.ExitCode.OK
