@@ -67,7 +67,7 @@ def main() -> None:
         one_run(args.tokens, args.k, flavour)  # warm-up
         runs = [one_run(args.tokens, args.k, flavour) for _ in range(args.repeats)]
 
-        def cell(key, fmt="{:.2f}"):
+        def cell(key, fmt="{:.2f}", runs=runs):
             values = [r[key] for r in runs]
             return (f"{fmt.format(statistics.median(values))} "
                     f"[{fmt.format(min(values))}..{fmt.format(max(values))}]")

@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 XRT_PYTHON = "/opt/xilinx/xrt/python"
 NPU_NAMES = ("npu", "ryzen ai", "xdna", "phoenix", "strix", "krackan", "hawk")
@@ -64,14 +64,14 @@ def probe_npu(
     folder = kernel_dir or os.environ.get(KERNEL_DIR_ENV)
     if not folder:
         return _fail(6, f"no kernel artefacts: set {KERNEL_DIR_ENV} to the xclbin folder")
-    if not glob.glob(os.path.join(folder, "*.xclbin")) or not (
-        glob.glob(os.path.join(folder, "insts*.bin")) or glob.glob(os.path.join(folder, "insts*.txt"))
-    ):
+    has_xclbin = bool(glob.glob(os.path.join(folder, "*.xclbin")))
+    has_insts = any(glob.glob(os.path.join(folder, f"insts*.{ext}")) for ext in ("bin", "txt"))
+    if not (has_xclbin and has_insts):
         return _fail(6, f"no *.xclbin with insts.bin/insts.txt in {folder}")
     return ProbeResult(True, f"NPU {name} at {nodes[0]}", 0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def cached_probe() -> ProbeResult:
     return probe_npu()
 

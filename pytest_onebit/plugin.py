@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from pytest_onebit import device as device_probe
-from pytest_onebit.contract import CHECKS, RunFn, Scenario, Trace, execute
 from pytest_onebit import heads
+from pytest_onebit.contract import CHECKS, RunFn, Scenario, Trace, execute
 from pytest_onebit.toy import ToyBase
 
 DEFAULT_LOOP = "onebit.loop:run"
@@ -44,7 +44,9 @@ def load_loop(spec: str) -> RunFn:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise pytest.UsageError(f"--onebit-loop {spec}: cannot import {module_name}: {error}")
+        raise pytest.UsageError(
+            f"--onebit-loop {spec}: cannot import {module_name}: {error}"
+        ) from error
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise pytest.UsageError(f"--onebit-loop {spec}: {module_name} has no callable {attr!r}")

@@ -53,7 +53,9 @@ class ToyConfig:
         if self.max_batch_rows < 1:
             raise ValueError(f"toy max_batch_rows must be >= 1, got {self.max_batch_rows}")
         if self.rows_shape not in ROWS_SHAPES:
-            raise ValueError(f"toy rows_shape must be one of {ROWS_SHAPES}, got {self.rows_shape!r}")
+            raise ValueError(
+                f"toy rows_shape must be one of {ROWS_SHAPES}, got {self.rows_shape!r}"
+            )
 
 
 class ToyBase:

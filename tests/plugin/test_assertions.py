@@ -33,7 +33,8 @@ def test_divergence_message_shows_index_and_context():
 def test_divergence_at_a_length_difference():
     """A run that stops early diverges where the shorter list ends; the missing cell is '-'."""
     message = describe_divergence([5, 6, 7], [5, 6, 7, 8])
-    assert message.splitlines()[0] == "tokens differ from greedy at index 3 (run has 3, greedy has 4)"
+    first = message.splitlines()[0]
+    assert first == "tokens differ from greedy at index 3 (run has 3, greedy has 4)"
     assert "[-]" in message.splitlines()[2] and "[8]" in message.splitlines()[3]
 
 
