@@ -1,0 +1,296 @@
+"""The hand-written mutant catalogue (mutants/*.diff) and its runner (pytest_onebit.mutants)."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from onebit.commands import mutants as mutants_command
+from pytest_onebit.contract import CHECKS
+from pytest_onebit.mutants import (
+    COPIED,
+    ERROR,
+    INVARIANTS,
+    KILLED,
+    OFF_TARGET,
+    SURVIVED,
+    CatalogueError,
+    ShadowError,
+    SuiteRun,
+    apply_diff,
+    check_shadowing,
+    load_catalogue,
+    make_scratch,
+    parse_junit,
+    parse_mutant,
+    run_catalogue,
+    select,
+    verdict_of,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOGUE = ROOT / "mutants"
+
+# The first eight come from the engine's history; other tests apply them by these names.
+HISTORY = (
+    "01-commit-take-rows",
+    "02-draft-vs-next-row",
+    "03-drop-t1-row",
+    "04-always-two-pass",
+    "05-k-all-rows",
+    "06-next-t1-row0",
+    "07-plain-step-no-commit-rows",
+    "08-no-budget-clamp",
+)
+
+GOOD_HEADER = "# mutant: a bug\n# breaks: I1\n# why: because\n"
+GOOD_DIFF = "--- a/onebit/loop.py\n+++ b/onebit/loop.py\n@@ -1,1 +1,1 @@\n-x\n+y\n"
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under the copied project parts of `root`."""
+    out = {}
+    for name in (*COPIED, "mutants"):
+        path = root / name
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for f in files:
+            if "__pycache__" in f.parts or ".hypothesis" in f.parts:
+                continue
+            out[str(f.relative_to(root))] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalogue itself
+
+
+def test_catalogue_parses():
+    """Every file of mutants/ has a well-formed header (mutant, breaks, why) and a unified diff
+    of project files, and the first eight mutants of the engine's history are there."""
+    catalogue = load_catalogue(CATALOGUE)
+    names = [m.name for m in catalogue]
+    assert set(HISTORY) <= set(names)
+    for m in catalogue:
+        assert m.description and m.why and m.breaks, m.name
+        assert all(f.split("/")[0] in ("onebit", "pytest_onebit") for f in m.files), m.files
+        assert m.diff.startswith("--- a/"), m.name
+
+
+def test_every_invariant_is_named_by_some_mutant():
+    """I1..I12 each appear in the `# breaks:` header of at least one mutant, so the catalogue
+    exercises every named check."""
+    named = {inv for m in load_catalogue(CATALOGUE) for inv in m.breaks}
+    assert set(INVARIANTS) - named == set()
+    assert {c.invariant for c in CHECKS.values()} == set(INVARIANTS)
+
+
+def test_every_mutant_applies_to_the_current_source(tmp_path):
+    """Each mutant still applies to the project as it is now (a stale one would be an error
+    verdict in the runner); checked with git apply in scratch copies, not the working tree."""
+    for m in load_catalogue(CATALOGUE):
+        scratch = make_scratch(ROOT, tmp_path / m.number / "project")
+        assert apply_diff(scratch, m.diff) is None, m.name
+        for rel in m.files:
+            assert (scratch / rel).read_bytes() != (ROOT / rel).read_bytes(), (m.name, rel)
+
+
+@pytest.mark.parametrize(
+    ("filename", "text", "complaint"),
+    [
+        ("01-x.diff", "# breaks: I1\n# why: w\n" + GOOD_DIFF, "lacks `# mutant:`"),
+        ("01-x.diff", "# mutant: m\n# breaks: I13\n# why: w\n" + GOOD_DIFF, "I13"),
+        ("01-x.diff", "# mutant: m\n# breaks: I1 I1\n# why: w\n" + GOOD_DIFF, "twice"),
+        ("01-x.diff", GOOD_HEADER, "no diff"),
+        ("01-x.diff", GOOD_HEADER + "just words\n", "not a unified diff"),
+        ("01-x.diff", GOOD_HEADER + GOOD_DIFF.replace("/onebit/", "/../etc/"), "may change"),
+        ("01-x.diff", GOOD_HEADER + "# late: header\n" + GOOD_DIFF, "unknown header"),
+        ("01-x.diff", "# mutant: m\nbreaks: I1\n" + GOOD_DIFF, "lacks"),
+        ("x.diff", GOOD_HEADER + GOOD_DIFF, "NN-short-name"),
+    ],
+)
+def test_a_malformed_catalogue_file_is_an_error(tmp_path, filename, text, complaint):
+    """A catalogue file with a missing or wrong header field, no diff, a path outside the
+    project's copied parts, or a bad name raises CatalogueError naming the file."""
+    path = tmp_path / filename
+    path.write_text(text)
+    with pytest.raises(CatalogueError, match=re.escape(complaint)) as info:
+        parse_mutant(path)
+    assert filename in str(info.value)
+    with pytest.raises(CatalogueError):
+        load_catalogue(tmp_path)
+
+
+def test_header_continuation_lines_join_the_field(tmp_path):
+    """A `#` line indented under a field continues it, so a long `why` can wrap."""
+    path = tmp_path / "07-wrapped.diff"
+    path.write_text("# mutant: m\n# breaks: I2, I5\n# why: first half\n#   second half\n"
+                    + GOOD_DIFF)
+    m = parse_mutant(path)
+    assert (m.why, m.breaks, m.number, m.files) == (
+        "first half second half", ("I2", "I5"), "07", ("onebit/loop.py",))
+
+
+def test_only_selects_by_name_number_or_part():
+    """--only picks a mutant by its full name, its number, or a unique part of its name, and a
+    name that matches nothing is an error rather than an empty (passing) run."""
+    catalogue = load_catalogue(CATALOGUE)
+    picked = select(catalogue, ["01-commit-take-rows", "05", "budget-clamp"])
+    assert [m.number for m in picked] == ["01", "05", "08"]
+    with pytest.raises(ValueError, match="no mutant matches"):
+        select(catalogue, ["no-such-mutant"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The runner's parts
+
+
+def test_verdicts():
+    """killed needs a failing check of an invariant the header names; failures elsewhere are
+    off-target; a passing suite is a survivor; a suite that could not run is an error."""
+    m = parse_mutant(CATALOGUE / "01-commit-take-rows.diff")  # breaks I2 I3 I5
+    assert verdict_of(m, SuiteRun(1, 10, 2, 0, {"I2-state": 1, "I1-text": 1})) == KILLED
+    assert verdict_of(m, SuiteRun(1, 10, 1, 0, {"I1-text": 1})) == OFF_TARGET
+    assert verdict_of(m, SuiteRun(1, 10, 1, 0, {"other": 1})) == OFF_TARGET
+    assert verdict_of(m, SuiteRun(0, 10)) == SURVIVED
+    assert verdict_of(m, SuiteRun(None, detail="the diff no longer applies")) == ERROR
+    assert verdict_of(m, SuiteRun(2, detail="collection error")) == ERROR
+
+
+def test_junit_failures_are_counted_per_named_check(tmp_path):
+    """The JUnit XML's failing test names map back to their checks (other failing tests count
+    as "other"); passing and skipped tests are not failures."""
+    xml = tmp_path / "junit.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="t.TestLoop" name="test_I2_state[one-pass-perfect-k7-r8-prefix-n40]">'
+        '<failure message="x"/></testcase>'
+        '<testcase classname="t.TestLoop" name="test_I2_state[two-pass-perfect-k7-r8-prefix-n40]">'
+        '<failure message="x"/></testcase>'
+        '<testcase classname="t.TestLoop" name="test_I12_stats[plain-k0-r8-prefix-n40]">'
+        '<error message="x"/></testcase>'
+        '<testcase classname="t.TestLoop" name="test_I1_text[plain-k0-r8-prefix-n40]"/>'
+        '<testcase classname="t" name="test_golden"><failure message="x"/></testcase>'
+        '<testcase classname="t" name="test_device"><skipped message="no npu"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    assert parse_junit(xml) == (6, 4, 1, {"I2-state": 2, "I12-stats": 1, "other": 1})
+
+
+def test_a_copy_without_the_package_does_not_shadow_the_install(tmp_path):
+    """The shadowing check fails loudly when the scratch copy would not be imported (here: a
+    scratch dir without the packages, so the installed ones would be the code under test)."""
+    (tmp_path / "project").mkdir()
+    with pytest.raises(ShadowError, match="does not shadow"):
+        check_shadowing(tmp_path / "project")
+
+
+def test_the_cli_parses_its_options_and_rejects_an_unknown_mutant(capsys):
+    """`onebit mutants` has --format/--jobs/--catalogue/--root/--only with the documented
+    defaults, finds the project root from the installed package, and exits non-zero (before
+    running anything) when --only names no mutant."""
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    assert mutants_command.add_parser(sub).prog.endswith("mutants")
+    args = parser.parse_args(["mutants"])
+    assert (args.format, args.jobs, args.catalogue, args.root, args.only) == (
+        "text", 2, None, None, None)
+    assert mutants_command.project_root() == ROOT
+    args = parser.parse_args(["mutants", "--only", "no-such-mutant", "--format", "json"])
+    assert mutants_command.main(args) == 2
+    assert "no mutant matches" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: two real mutants and a stale one, against a copy of the project
+
+
+STALE = """# mutant: a mutant written against an older loop.py
+# breaks: I1
+# why: the engine moved on under it
+--- a/onebit/loop.py
++++ b/onebit/loop.py
+@@ -284,3 +284,3 @@
+         take = 0
+-        while take < len(drafts) and drafts[take] == choices[take] and True:
++        while take < len(drafts) and drafts[take] == choices[take + 1] and True:
+             take += 1
+"""
+
+
+@pytest.fixture(scope="module")
+def end_to_end(tmp_path_factory):
+    """Run the catalogue runner on a copy of the project (so nothing else editing the checkout
+    can disturb the comparison) with 01, 11 and a stale mutant; return (root, digests before,
+    digests after, report)."""
+    root = tmp_path_factory.mktemp("checkout")
+    for name in (*COPIED, "mutants"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.is_file():
+            shutil.copy2(src, root / name)
+    stale = tmp_path_factory.mktemp("stale") / "90-stale-context.diff"
+    stale.write_text(STALE)
+    chosen = select(load_catalogue(root / "mutants"), ["01", "11"]) + [parse_mutant(stale)]
+    before = tree_digest(root)
+    report = run_catalogue(root, mutants=chosen, jobs=2,
+                           test_paths=("tests/toy_base/test_contract.py",))
+    return root, before, tree_digest(root), report
+
+
+def test_applying_mutants_never_changes_the_working_tree(end_to_end):
+    """The runner applies every mutant in a scratch copy: the project it was given is byte for
+    byte the same afterwards."""
+    root, before, after, report = end_to_end
+    assert before and before == after
+    assert all(str(root) not in f for f in report.imported_from.values())
+
+
+def test_the_scratch_copy_is_what_runs(end_to_end):
+    """The baseline run imported onebit and the plugin from its scratch copy, not from the
+    editable install, and the unmutated suite passed there."""
+    _, _, _, report = end_to_end
+    assert report.baseline_ok, report.baseline.detail
+    assert report.baseline.tests > 500
+    for module, path in report.imported_from.items():
+        assert "onebit-mutant-baseline-" in path, (module, path)
+        assert not path.startswith(str(ROOT)), (module, path)
+
+
+def test_mutants_are_killed_by_the_checks_they_name(end_to_end):
+    """01 (commit take rows) fails I2-state, I3-positions and I5-drafter-rows; 11 (stats count
+    proposed as accepted) fails I12-stats only; both are killed."""
+    _, _, _, report = end_to_end
+    by_name = {r.mutant.name: r for r in report.results}
+    r01, r11 = by_name["01-commit-take-rows"], by_name["11-stats-accepted-proposed"]
+    assert r01.verdict == KILLED
+    assert {"I2-state", "I3-positions", "I5-drafter-rows"} <= set(r01.failing_checks)
+    assert r01.run.failed == sum(r01.failing_checks.values())
+    assert r11.verdict == KILLED
+    assert set(r11.failing_checks) == {"I12-stats"}
+
+
+def test_a_mutant_that_no_longer_applies_is_an_error(end_to_end):
+    """A diff that no longer applies is an ERROR verdict (not a skip), and the report is not
+    ok; the text, Markdown and JSON renderings all say so."""
+    _, _, _, report = end_to_end
+    stale = next(r for r in report.results if r.mutant.name == "90-stale-context")
+    assert stale.verdict == ERROR
+    assert "no longer applies" in stale.run.detail
+    assert not report.ok
+    text = report.to_text()
+    assert re.search(r"^3 mutants: 2 killed, 0 survived, 1 errors in \d+\.\d s$", text, re.M)
+    assert re.search(r"01-commit-take-rows\s+I2 I3 I5\s+.*I2-state:\d+.*killed", text)
+    md = report.to_markdown()
+    assert md.startswith("| mutant | breaks | failing checks | failed | verdict |")
+    assert "| `90-stale-context` | I1 |" in md and "**error**" in md
+    data = json.loads(report.to_json())
+    assert data["ok"] is False and data["counts"] == {
+        KILLED: 2, OFF_TARGET: 0, SURVIVED: 0, ERROR: 1}
+    assert data["mutants"][0]["failing_checks"]["I2-state"] > 0
