@@ -1,0 +1,93 @@
+"""Real base models: the NumPy reference forward of Qwen3 / Qwen3.5 and its file formats.
+
+`load_model(path)` reads a model directory (a Q4NX container or a HuggingFace checkpoint) and
+returns a `BaseModel`. See design/forward.md for the facts the forward is built on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from onebit.models.config import ModelConfig
+from onebit.models.errors import (
+    ModelConfigError,
+    ModelError,
+    ModelFileError,
+    ModelInputError,
+    Q4NXError,
+)
+from onebit.models.fabricate import fabricate_model, random_weights, tiny_config
+from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, Qwen3Model
+from onebit.models.weights import (
+    CONFIG_FILE,
+    UNPACK_ENV,
+    WeightStore,
+    container_kind,
+    load_tensors,
+)
+
+DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def load_model(
+    path: str | Path,
+    *,
+    dtype: str | type = "float32",
+    max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
+    kernel: str = "auto",
+    q4nx_convention: str = "unsigned",
+    unpack_per_token: bool | None = None,
+) -> Qwen3Model:
+    """Load the model in directory `path` as a `BaseModel`.
+
+    `path` holds `config.json` and either `model.q4nx` (a Q4NX container) or `*.safetensors`
+    (a HuggingFace checkpoint). Options:
+    - `dtype`: "float32" (default) or "float64", the compute precision;
+    - `max_batch_rows`: the most rows one `verify` takes (default 8);
+    - `kernel`: "auto" (numba when installed), "numba" or "numpy" (see kernels.py);
+    - `q4nx_convention`: "unsigned" codes 0..15, or "signed" (GGUF Q4_0: -8..7, min 0);
+    - `unpack_per_token`: unpack Q4NX weights on every use instead of once; default from the
+      environment variable ONEBIT_UNPACK_PER_TOKEN.
+
+    Bad files raise `ModelFileError` / `ModelConfigError` (both `ValueError`s) naming the file,
+    tensor or field.
+    """
+    path = Path(path)
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        dtype = DTYPES[dtype]
+    elif np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    kind = container_kind(path)
+    config = ModelConfig.from_file(path / CONFIG_FILE)
+    tensors = load_tensors(path, kind)
+    weights = WeightStore(
+        tensors,
+        config,
+        dtype=dtype,
+        convention=q4nx_convention,
+        unpack_per_token=unpack_per_token,
+        source=str(path),
+    )
+    return Qwen3Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel)
+
+
+__all__ = [
+    "DEFAULT_MAX_BATCH_ROWS",
+    "ModelConfig",
+    "ModelConfigError",
+    "ModelError",
+    "ModelFileError",
+    "ModelInputError",
+    "Q4NXError",
+    "Qwen3Model",
+    "UNPACK_ENV",
+    "WeightStore",
+    "fabricate_model",
+    "load_model",
+    "random_weights",
+    "tiny_config",
+]

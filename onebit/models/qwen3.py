@@ -1,0 +1,350 @@
+"""The host reference forward of Qwen3 and the Qwen3.5 hybrid, as a `BaseModel`.
+
+The math, in the order it runs for a batch of R tokens at positions pos .. pos+R-1 (R = 1 for
+a step, up to `max_batch_rows()` for a verify):
+
+    x = embed[tokens]                                   (no scaling)
+    for each layer:
+        x += mixer(norm(x))        full attention, or the gated delta net (gdn.py)
+        x += down(silu(gate(h)) * up(h)),  h = norm(x)
+    hidden = norm(x);  logits = lm_head @ hidden        (lm_head tied to embed when configured)
+
+Norms are RMSNorm, `x / sqrt(mean(x^2) + eps) * w`; in Qwen3.5 the stored weight is an offset
+from 1, so the factor is `1 + w` (folded in once at load). Attention: q, k, v projections;
+q_norm / k_norm (RMSNorm over head_dim, one weight for all heads) before rotate-half RoPE;
+GQA (query head h reads kv head h // (Hq / Hkv)); causal softmax; scale 1/sqrt(D). Qwen3.5's
+full attention also has a per-head output gate (`q_proj` gives `[q | gate]` per head; the
+output is multiplied by sigmoid(gate)) and rotates only the first `partial_rotary_factor` of
+each head.
+
+Batch invariance: `verify` runs the same code as `step`, only with R rows, and no operation
+lets one row's bits depend on another's or on R. Products go through `kernels.py` (each row
+computed by the same loop), attention and the GDN recurrence run row by row (row i sees the
+cache up to its own position, exactly as a step at that position would), and everything else
+is elementwise or reduces within a row. So after `verify` + `commit_verify(n)` the state, and
+the next step's logits, are bit-identical to stepping the n tokens one by one.
+
+State: per full-attention layer a KV cache `[Hkv, capacity, D]` whose valid length is the
+committed length (rows a verify wrote past it are simply overwritten later); per GDN layer the
+conv window and recurrent matrix, with one snapshot per verify row for `commit_verify`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from onebit.models import kernels
+from onebit.models.config import FULL, ModelConfig
+from onebit.models.errors import ModelInputError
+from onebit.models.gdn import GDNState, gated_norm, gdn_token, sigmoid, silu
+from onebit.models.weights import WeightStore
+
+DEFAULT_MAX_BATCH_ROWS = 8
+
+
+@dataclass
+class _Pass:
+    """What one forward of R rows produced, before any of it is committed."""
+
+    tokens: list[int]
+    pos: int
+    logits: np.ndarray  # [R, vocab]
+    hidden: np.ndarray  # [R, H], after the final norm
+    taps: np.ndarray  # [R, len(taps), H], output of the tapped layers
+    gdn: list[list[GDNState]]  # per GDN layer (in layer order), the state after each row
+
+
+class Qwen3Model:
+    """A Qwen3 / Qwen3.5 forward in numpy, implementing `onebit.BaseModel`."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        weights: WeightStore,
+        *,
+        max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
+        kernel: str = "auto",
+    ) -> None:
+        if isinstance(max_batch_rows, bool) or not isinstance(max_batch_rows, int) or (
+            max_batch_rows < 1
+        ):
+            raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
+        self.config = config
+        self.weights = weights
+        self.dtype = weights.dtype
+        self._max_rows = max_batch_rows
+        self.kernel, self._linear = kernels.choose(kernel)
+        c = config
+        self._full_layers = [i for i, t in enumerate(c.layer_types) if t == FULL]
+        self._gdn_layers = [i for i, t in enumerate(c.layer_types) if t != FULL]
+        self._gdn_slot = {layer: n for n, layer in enumerate(self._gdn_layers)}
+        self._kv_slot = {layer: n for n, layer in enumerate(self._full_layers)}
+        # Norm factors: Qwen3.5 stores w with the factor being 1 + w (computed in the compute
+        # dtype, as transformers does). Small, token-invariant: prepared once.
+        self._norms: dict[str, np.ndarray] = {}
+        for name in weights.names():
+            if name.endswith("norm.weight") and "linear_attn.norm" not in name:
+                w = weights.get(name)
+                self._norms[name] = (1 + w).astype(self.dtype) if c.zero_centred_norms else w
+        # RoPE frequencies over the rotated dims (all of D in Qwen3, a quarter in Qwen3.5).
+        rot = c.rotary_dim
+        self._inv_freq = 1.0 / (c.rope_theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot))
+        self._taps: tuple[int, ...] = ()
+        self.reset()
+
+    # -- BaseModel -------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def layer_count(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    def max_batch_rows(self) -> int:
+        return self._max_rows
+
+    def reset(self) -> None:
+        c = self.config
+        self._length = 0  # committed tokens
+        capacity = 64
+        kv_shape = (c.num_key_value_heads, capacity, c.head_dim)
+        self._k = [np.zeros(kv_shape, self.dtype) for _ in self._full_layers]
+        self._v = [np.zeros(kv_shape, self.dtype) for _ in self._full_layers]
+        self._gdn = [GDNState.zeros(c, self.dtype) for _ in self._gdn_layers]
+        self._pending: _Pass | None = None
+        self._last_hidden = np.zeros(c.hidden_size, self.dtype)
+        self._last_rows = np.zeros((0, c.hidden_size), self.dtype)
+        self._tapped: list[np.ndarray] = []  # one [len(taps), H] per committed token
+
+    def step(self, token: int, pos: int) -> np.ndarray:
+        """Run one token at `pos` (the committed length) and commit it; logits for pos + 1."""
+        tokens = self._check_tokens([token], pos, "step")
+        result = self._forward(tokens, pos)
+        self._commit(result, 1)
+        return result.logits[0]
+
+    def verify(self, tokens: Sequence[int], pos: int) -> np.ndarray:
+        """Run `tokens` at pos .. pos+n-1 provisionally; row i scores position pos + i + 1."""
+        tokens = self._check_tokens(tokens, pos, "verify")
+        if len(tokens) > self._max_rows:
+            raise ModelInputError(
+                f"verify got {len(tokens)} rows; max_batch_rows() is {self._max_rows}"
+            )
+        self._pending = self._forward(tokens, pos)
+        return self._pending.logits.copy()
+
+    def commit_verify(self, n: int) -> None:
+        """Keep the first n rows of the last verify: KV length and GDN state as of row n-1."""
+        if self._pending is None:
+            raise ModelInputError(f"commit_verify({n}) with no verify batch pending")
+        pending, self._pending = self._pending, None
+        if isinstance(n, bool) or not 0 <= int(n) <= len(pending.tokens):
+            raise ModelInputError(f"commit_verify({n}) on a batch of {len(pending.tokens)} rows")
+        self._commit(pending, int(n))
+
+    def last_hidden(self) -> np.ndarray:
+        """The final-normed hidden row of the last committed token (what lm_head reads)."""
+        return self._last_hidden.copy()
+
+    def last_hidden_rows(self) -> np.ndarray:
+        """The committed prefix of the last verify's hidden rows, `[n, H]`."""
+        return self._last_rows.copy()
+
+    # -- beyond BaseModel ----------------------------------------------------------------------
+
+    @property
+    def committed_length(self) -> int:
+        return self._length
+
+    def embed_row(self, token: int) -> np.ndarray:
+        """The (unscaled) embedding of `token`, `[H]`."""
+        self._check_token(token, "embed_row")
+        return np.array(self.weights.embedding_row(int(token)), dtype=self.dtype)
+
+    def lm_head_logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Logits of final-normed hidden rows (`[H]` -> `[V]`, `[R, H]` -> `[R, V]`); the same
+        product, bit for bit, that the forward ends with."""
+        hidden = np.asarray(hidden, dtype=self.dtype)
+        if hidden.shape[-1:] != (self.config.hidden_size,) or hidden.ndim > 2:
+            raise ModelInputError(f"lm_head_logits needs [H] or [R, H] rows with H = "
+                                  f"{self.config.hidden_size}; got shape {hidden.shape}")
+        rows = np.ascontiguousarray(hidden.reshape(-1, self.config.hidden_size))
+        logits = self._linear(self.weights.lm_head(), rows)
+        return logits[0] if hidden.ndim == 1 else logits
+
+    def set_layer_taps(self, layer_ids: Sequence[int]) -> None:
+        """Record, for every token committed from now on, the hidden output (the residual
+        stream after the layer, before any final norm) of these layers."""
+        ids = []
+        for layer in layer_ids:
+            if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or not (
+                0 <= layer < self.layer_count
+            ):
+                raise ModelInputError(
+                    f"layer tap {layer!r} is not a layer id in [0, {self.layer_count})"
+                )
+            ids.append(int(layer))
+        self._taps = tuple(ids)
+        self._tapped = []
+
+    def tapped_rows(self) -> np.ndarray:
+        """`[T, len(taps), H]`: the tapped layers' outputs for each token committed since the
+        taps were set (or the last reset), in order."""
+        if not self._tapped:
+            return np.zeros((0, len(self._taps), self.config.hidden_size), self.dtype)
+        return np.stack(self._tapped)
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def _check_token(self, token: object, where: str) -> int:
+        if isinstance(token, bool) or not isinstance(token, int | np.integer):
+            raise ModelInputError(f"{where}: token {token!r} is not an integer token id")
+        if not 0 <= int(token) < self.vocab_size:
+            raise ModelInputError(
+                f"{where}: token id {int(token)} is outside the vocabulary [0, {self.vocab_size})"
+            )
+        return int(token)
+
+    def _check_tokens(self, tokens: Sequence[int], pos: int, where: str) -> list[int]:
+        checked = [self._check_token(t, where) for t in tokens]
+        if not checked:
+            raise ModelInputError(f"{where}: no tokens")
+        if pos != self._length:
+            raise ModelInputError(
+                f"{where} at position {pos}, but {self._length} tokens are committed "
+                f"(the next position is {self._length})"
+            )
+        if self._pending is not None:  # a new pass forgets an uncommitted verify
+            self._pending = None
+        return checked
+
+    # -- commit ---------------------------------------------------------------------------------
+
+    def _commit(self, result: _Pass, n: int) -> None:
+        # KV: the rows at pos .. pos+n-1 are already in the caches; the valid length says
+        # which are committed. GDN: row n-1's snapshot is exactly the stepped state.
+        if n:
+            for slot, states in enumerate(result.gdn):
+                self._gdn[slot] = states[n - 1]
+            self._last_hidden = result.hidden[n - 1].copy()
+            self._tapped.extend(result.taps[i] for i in range(n))
+        self._length = result.pos + n
+        self._last_rows = result.hidden[:n].copy()
+
+    # -- the forward -------------------------------------------------------------------------
+
+    def _forward(self, tokens: list[int], pos: int) -> _Pass:
+        c, w = self.config, self.weights
+        self._ensure_capacity(pos + len(tokens))
+        x = np.stack([np.asarray(w.embedding_row(t), dtype=self.dtype) for t in tokens])
+        gdn_states: list[list[GDNState]] = []
+        taps: dict[int, np.ndarray] = {}
+        for layer, kind in enumerate(c.layer_types):
+            p = f"model.layers.{layer}."
+            h = self._rmsnorm(x, self._norms[p + "input_layernorm.weight"])
+            if kind == FULL:
+                x = x + self._attention(layer, h, pos)
+            else:
+                out, states = self._gated_delta_net(layer, h)
+                x = x + out
+                gdn_states.append(states)
+            h = self._rmsnorm(x, self._norms[p + "post_attention_layernorm.weight"])
+            x = x + self._mlp(p, h)
+            if layer in self._taps:
+                taps[layer] = x
+        hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
+        logits = self._linear(w.lm_head(), hidden)
+        tapped = (
+            np.stack([taps[layer] for layer in self._taps], axis=1)
+            if self._taps
+            else np.zeros((len(tokens), 0, c.hidden_size), self.dtype)
+        )
+        return _Pass(list(tokens), pos, logits, hidden, tapped, gdn_states)
+
+    def _rmsnorm(self, x: np.ndarray, factor: np.ndarray) -> np.ndarray:
+        """RMSNorm over the last axis; `factor` is w (Qwen3) or 1 + w (Qwen3.5)."""
+        eps = self.config.rms_norm_eps
+        return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * factor
+
+    def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
+        w = self.weights
+        gate = self._linear(w.get(p + "mlp.gate_proj.weight"), h)
+        up = self._linear(w.get(p + "mlp.up_proj.weight"), h)
+        return self._linear(w.get(p + "mlp.down_proj.weight"), silu(gate) * up)
+
+    def _rope(self, x: np.ndarray, position: int) -> np.ndarray:
+        """Rotate-half RoPE on the first `rotary_dim` dims of each head (`x`: [heads, D])."""
+        rot = self.config.rotary_dim
+        angles = position * self._inv_freq  # float64, then rounded to the compute dtype
+        cos, sin = np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
+        x1, x2 = x[:, : rot // 2], x[:, rot // 2 : rot]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[:, rot:]], axis=1)
+
+    def _attention(self, layer: int, h: np.ndarray, pos: int) -> np.ndarray:
+        c, w = self.config, self.weights
+        p = f"model.layers.{layer}.self_attn."
+        R, Hq, Hkv, D = h.shape[0], c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        q = self._linear(w.get(p + "q_proj.weight"), h)
+        k = self._linear(w.get(p + "k_proj.weight"), h).reshape(R, Hkv, D)
+        v = self._linear(w.get(p + "v_proj.weight"), h).reshape(R, Hkv, D)
+        if c.gated_attention:  # per head: [q (D) | gate (D)]
+            q = q.reshape(R, Hq, 2 * D)
+            q, gate = q[:, :, :D], q[:, :, D:].reshape(R, Hq * D)
+        q = self._rmsnorm(q.reshape(R, Hq, D), self._norms[p + "q_norm.weight"])
+        k = self._rmsnorm(k, self._norms[p + "k_norm.weight"])
+        slot = self._kv_slot[layer]
+        K, V = self._k[slot], self._v[slot]
+        group = Hq // Hkv
+        scale = 1.0 / np.sqrt(D)
+        out = np.empty((R, Hq * D), self.dtype)
+        for i in range(R):  # row by row: row i sees positions 0 .. pos+i, as a step would
+            t = pos + i
+            K[:, t] = self._rope(k[i], t)
+            V[:, t] = v[i]
+            qi = self._rope(q[i], t).reshape(Hkv, group, D)
+            scores = np.matmul(qi, K[:, : t + 1].transpose(0, 2, 1)) * scale  # [Hkv, g, t+1]
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            probs = scores / scores.sum(axis=-1, keepdims=True)
+            out[i] = np.matmul(probs, V[:, : t + 1]).reshape(Hq * D)
+        if c.gated_attention:
+            out = out * sigmoid(gate)
+        return self._linear(w.get(p + "o_proj.weight"), out)
+
+    def _gated_delta_net(self, layer: int, h: np.ndarray) -> tuple[np.ndarray, list[GDNState]]:
+        c, w = self.config, self.weights
+        p = f"model.layers.{layer}.linear_attn."
+        R, Hv, dv = h.shape[0], c.linear_num_value_heads, c.linear_value_head_dim
+        qkv = self._linear(w.get(p + "in_proj_qkv.weight"), h)
+        z = self._linear(w.get(p + "in_proj_z.weight"), h).reshape(R, Hv, dv)
+        b = self._linear(w.get(p + "in_proj_b.weight"), h)
+        a = self._linear(w.get(p + "in_proj_a.weight"), h)
+        conv = w.get(p + "conv1d.weight")[:, 0, :]  # [C, K]
+        a_log, dt_bias = w.get(p + "A_log"), w.get(p + "dt_bias")
+        state = self._gdn[self._gdn_slot[layer]]
+        states, core = [], np.empty((R, Hv, dv), self.dtype)
+        for i in range(R):  # the recurrence is sequential; keep each row's state
+            core[i], state = gdn_token(c, state, qkv[i], b[i], a[i], conv, a_log, dt_bias)
+            states.append(state)
+        normed = gated_norm(core, z, w.get(p + "norm.weight"), c.rms_norm_eps)
+        out = self._linear(w.get(p + "out_proj.weight"), normed.reshape(R, Hv * dv))
+        return out, states
+
+    def _ensure_capacity(self, length: int) -> None:
+        for slot in range(len(self._k)):
+            capacity = self._k[slot].shape[1]
+            if length <= capacity:
+                continue
+            new = max(length, 2 * capacity)
+            for cache in (self._k, self._v):
+                grown = np.zeros((cache[slot].shape[0], new, cache[slot].shape[2]), self.dtype)
+                grown[:, :capacity] = cache[slot]
+                cache[slot] = grown

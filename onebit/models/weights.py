@@ -1,0 +1,347 @@
+"""Model files: the two containers the forward loads, and the weight cache.
+
+**Q4NX container**: a directory with `config.json` and `model.q4nx`, a plain safetensors file.
+Every weight named as in HuggingFace (`model.layers.0.self_attn.q_proj.weight`, ...). A weight
+that tiles into Q4NX blocks may be stored as its blocks (uint8, `[(out/32)*(in/256), 5120]` or
+`[out/32, in/256, 5120]`); anything else (norms, conv kernels, `A_log`, ...) is stored as bf16,
+either as safetensors' BF16 dtype or as its 16-bit patterns in a uint16 tensor. Float dtypes
+are accepted too.
+
+**HuggingFace checkpoint**: a directory with `config.json` and one or more `*.safetensors` files
+of float weights, as `save_pretrained` writes them. The multimodal Qwen3.5 naming
+(`model.language_model.*`) is mapped to the text model's names; tensors the forward does not
+use (vision tower, MTP head, rotary buffers) are ignored.
+
+Files are read with the `safetensors` package (never pickle). numpy has no bfloat16, so BF16
+tensors are located through the (already validated) safetensors header and read as uint16
+bit patterns.
+
+**Weight cache**: `WeightStore.get(name)` returns a weight in the compute dtype. Each Q4NX weight
+is unpacked once, on first use, and the float form is kept. With the environment variable
+`ONEBIT_UNPACK_PER_TOKEN=1` (or `unpack_per_token=True`) it is unpacked again on every use
+instead: the slow path, kept so the two can be compared A/B with identical output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from onebit.models import q4nx
+from onebit.models.config import FULL, LINEAR, ModelConfig
+from onebit.models.errors import ModelFileError
+
+CONFIG_FILE = "config.json"
+Q4NX_FILE = "model.q4nx"
+HF_FILE = "model.safetensors"
+UNPACK_ENV = "ONEBIT_UNPACK_PER_TOKEN"
+
+
+def unpack_per_token_from_env() -> bool:
+    """True when `ONEBIT_UNPACK_PER_TOKEN` asks for per-token unpacking (1 / true / yes)."""
+    return os.environ.get(UNPACK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# ---------------------------------------------------------------------------------------------
+# What a config expects
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the forward reads, by HF name, with its HF shape ([out, in] for linears)."""
+    c = config
+    H, D = c.hidden_size, c.head_dim
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (c.vocab_size, H),
+        "model.norm.weight": (H,),
+    }
+    if not c.tie_word_embeddings:
+        shapes["lm_head.weight"] = (c.vocab_size, H)
+    for i, kind in enumerate(c.layer_types):
+        p = f"model.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = (H,)
+        shapes[p + "post_attention_layernorm.weight"] = (H,)
+        shapes[p + "mlp.gate_proj.weight"] = (c.intermediate_size, H)
+        shapes[p + "mlp.up_proj.weight"] = (c.intermediate_size, H)
+        shapes[p + "mlp.down_proj.weight"] = (H, c.intermediate_size)
+        if kind == FULL:
+            q_out = c.num_attention_heads * D * (2 if c.gated_attention else 1)
+            shapes[p + "self_attn.q_proj.weight"] = (q_out, H)
+            shapes[p + "self_attn.k_proj.weight"] = (c.num_key_value_heads * D, H)
+            shapes[p + "self_attn.v_proj.weight"] = (c.num_key_value_heads * D, H)
+            shapes[p + "self_attn.o_proj.weight"] = (H, c.num_attention_heads * D)
+            shapes[p + "self_attn.q_norm.weight"] = (D,)
+            shapes[p + "self_attn.k_norm.weight"] = (D,)
+        elif kind == LINEAR:
+            Hv = c.linear_num_value_heads
+            shapes[p + "linear_attn.in_proj_qkv.weight"] = (c.conv_dim, H)
+            shapes[p + "linear_attn.in_proj_z.weight"] = (c.linear_value_dim, H)
+            shapes[p + "linear_attn.in_proj_b.weight"] = (Hv, H)
+            shapes[p + "linear_attn.in_proj_a.weight"] = (Hv, H)
+            shapes[p + "linear_attn.conv1d.weight"] = (c.conv_dim, 1, c.linear_conv_kernel_dim)
+            shapes[p + "linear_attn.dt_bias"] = (Hv,)
+            shapes[p + "linear_attn.A_log"] = (Hv,)
+            shapes[p + "linear_attn.norm.weight"] = (c.linear_value_head_dim,)
+            shapes[p + "linear_attn.out_proj.weight"] = (H, c.linear_value_dim)
+    return shapes
+
+
+def canonical_name(name: str) -> str:
+    """Map checkpoint naming variants to the text model's HF names."""
+    for prefix in ("model.language_model.", "language_model.model."):
+        if name.startswith(prefix):
+            return "model." + name[len(prefix):]
+    if name.startswith("language_model.lm_head."):
+        return name[len("language_model."):]
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading safetensors
+
+
+@dataclass
+class Stored:
+    """One tensor as a file holds it. `kind`: "float", "bf16" (uint16 bit patterns) or "q4nx"
+    (uint8 blocks)."""
+
+    data: np.ndarray
+    kind: str
+    file: str
+
+
+def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stored]:
+    """All tensors of one safetensors file. BF16 tensors come back as uint16 bit patterns;
+    with `bf16_as_u16`, uint16 tensors are taken as bf16 too (the Q4NX container's rule), and
+    uint8 tensors are Q4NX blocks. Raises `ModelFileError` naming the file."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        handle = safe_open(str(path), framework="numpy")
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: no such file") from None
+    except (SafetensorError, OSError, ValueError) as error:
+        raise ModelFileError(f"{path}: not a valid safetensors file (truncated or corrupt?): "
+                             f"{error}") from None
+    tensors: dict[str, Stored] = {}
+    header: dict | None = None
+    with handle as f:
+        for name in f.keys():
+            dtype = f.get_slice(name).get_dtype()
+            if dtype == "BF16":
+                header = header if header is not None else _read_header(path)
+                tensors[name] = Stored(_read_raw_u16(path, header, name), "bf16", str(path))
+                continue
+            try:
+                data = f.get_tensor(name)
+            except (SafetensorError, TypeError, ValueError) as error:
+                raise ModelFileError(f"{path}: cannot read tensor '{name}' ({dtype}): {error}") from None
+            if bf16_as_u16 and data.dtype == np.uint16:
+                tensors[name] = Stored(data, "bf16", str(path))
+            elif bf16_as_u16 and data.dtype == np.uint8:
+                tensors[name] = Stored(data, "q4nx", str(path))
+            elif np.issubdtype(data.dtype, np.floating):
+                tensors[name] = Stored(data, "float", str(path))
+            else:
+                raise ModelFileError(f"{path}: tensor '{name}' has dtype {dtype}, which holds no "
+                                     f"weights this loader knows")
+    return tensors
+
+
+def _read_header(path: Path) -> dict:
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    header["__data_start__"] = 8 + size
+    return header
+
+
+def _read_raw_u16(path: Path, header: dict, name: str) -> np.ndarray:
+    entry = header[name]
+    start, end = entry["data_offsets"]
+    shape = tuple(entry["shape"])
+    count = (end - start) // 2
+    if count != int(np.prod(shape, dtype=np.int64)):
+        raise ModelFileError(f"{path}: tensor '{name}' has {end - start} bytes for shape {shape}")
+    with open(path, "rb") as f:
+        f.seek(header["__data_start__"] + start)
+        raw = f.read(end - start)
+    if len(raw) != end - start:
+        raise ModelFileError(f"{path}: tensor '{name}' is truncated")
+    return np.frombuffer(raw, dtype="<u2").reshape(shape).astype(np.uint16)
+
+
+# ---------------------------------------------------------------------------------------------
+# The weight cache
+
+
+class WeightStore:
+    """The model's weights by HF name, handed out in the compute dtype.
+
+    Q4NX weights are unpacked once, on first use, unless `unpack_per_token` (then on every
+    `get`). Everything else is converted once.
+    """
+
+    def __init__(
+        self,
+        tensors: dict[str, Stored],
+        config: ModelConfig,
+        *,
+        dtype: np.dtype | type = np.float32,
+        convention: str = "unsigned",
+        unpack_per_token: bool | None = None,
+        source: str = "",
+    ) -> None:
+        if convention not in q4nx.CONVENTIONS:
+            raise ValueError(f"q4nx convention must be one of {q4nx.CONVENTIONS}, got "
+                             f"{convention!r}")
+        self.dtype = np.dtype(dtype)
+        self.convention = convention
+        self.unpack_per_token = (
+            unpack_per_token_from_env() if unpack_per_token is None else bool(unpack_per_token)
+        )
+        self.source = source
+        self.shapes = expected_shapes(config)
+        self._stored: dict[str, Stored] = {}
+        for name, stored in tensors.items():
+            name = canonical_name(name)
+            if name in self.shapes:
+                self._stored[name] = stored
+        for name, shape in self.shapes.items():
+            if name not in self._stored:
+                raise ModelFileError(f"{source}: missing tensor '{name}' (expected shape {shape})")
+            self._check_shape(name, self._stored[name], shape)
+        self._cache: dict[str, np.ndarray] = {}
+        self.unpacks = 0  # how many Q4NX unpacks were done (for the A/B switch's tests)
+
+    def _check_shape(self, name: str, stored: Stored, shape: tuple[int, ...]) -> None:
+        if stored.kind == "q4nx":
+            if len(shape) != 2 or not q4nx.can_quantize(shape):
+                raise ModelFileError(f"{stored.file}: tensor '{name}' is stored as Q4NX blocks, "
+                                     f"but its shape {shape} does not tile into 32 x 256 blocks")
+            try:
+                q4nx.as_grid(stored.data, *shape)
+            except q4nx.Q4NXError as error:
+                raise ModelFileError(f"{stored.file}: tensor '{name}': {error} (from config)") from None
+        elif tuple(stored.data.shape) != shape:
+            raise ModelFileError(f"{stored.file}: tensor '{name}' has shape "
+                                 f"{tuple(stored.data.shape)}; the config needs {shape}")
+
+    def names(self) -> list[str]:
+        return list(self.shapes)
+
+    def kind(self, name: str) -> str:
+        return self._stored[name].kind
+
+    def get(self, name: str) -> np.ndarray:
+        """The weight `name` in the compute dtype (C-contiguous; do not modify)."""
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        stored = self._stored[name]
+        if stored.kind == "q4nx":
+            self.unpacks += 1
+            value = q4nx.dequantize(stored.data, *self.shapes[name], convention=self.convention,
+                                    dtype=self.dtype)
+            if self.unpack_per_token:
+                return value  # the slow path: unpack again next time
+        elif stored.kind == "bf16":
+            value = q4nx.bf16_bits_to_f32(stored.data).astype(self.dtype)
+        else:
+            value = np.asarray(stored.data).astype(self.dtype)
+        value = np.ascontiguousarray(value)
+        value.flags.writeable = False
+        self._cache[name] = value
+        return value
+
+    def embedding_row(self, token: int) -> np.ndarray:
+        """One row of the embedding; in per-token mode only that row's blocks are unpacked."""
+        name = "model.embed_tokens.weight"
+        stored = self._stored[name]
+        if stored.kind == "q4nx" and self.unpack_per_token:
+            vocab, hidden = self.shapes[name]
+            grid = q4nx.as_grid(stored.data, vocab, hidden)
+            block = grid[token // q4nx.BLOCK_ROWS]
+            rows = q4nx.dequantize(block, q4nx.BLOCK_ROWS, hidden, convention=self.convention,
+                                   dtype=self.dtype)
+            self.unpacks += 1
+            return rows[token % q4nx.BLOCK_ROWS]
+        return self.get(name)[token]
+
+    def lm_head(self) -> np.ndarray:
+        return self.get("model.embed_tokens.weight" if "lm_head.weight" not in self.shapes
+                        else "lm_head.weight")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading a directory
+
+
+def container_kind(path: Path) -> str:
+    """"q4nx" or "hf" for a model directory; `ModelFileError` when it is neither."""
+    if not path.exists():
+        raise ModelFileError(f"{path}: no such model directory")
+    if not path.is_dir():
+        raise ModelFileError(f"{path}: a model is a directory holding {CONFIG_FILE} and "
+                             f"{Q4NX_FILE} or *.safetensors")
+    if (path / Q4NX_FILE).exists():
+        return "q4nx"
+    if any(path.glob("*.safetensors")):
+        return "hf"
+    raise ModelFileError(f"{path}: holds neither {Q4NX_FILE} nor any *.safetensors file")
+
+
+def load_tensors(path: Path, kind: str) -> dict[str, Stored]:
+    if kind == "q4nx":
+        return read_safetensors(path / Q4NX_FILE, bf16_as_u16=True)
+    tensors: dict[str, Stored] = {}
+    for file in sorted(path.glob("*.safetensors")):
+        tensors.update(read_safetensors(file))
+    return tensors
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_q4nx(
+    path: str | Path,
+    config: ModelConfig,
+    weights: dict[str, np.ndarray],
+    *,
+    convention: str = "unsigned",
+    grid: bool = False,
+    quantize: bool = True,
+) -> Path:
+    """Write a Q4NX container: every weight that tiles into blocks is quantised (when
+    `quantize`), everything else is stored as bf16 bit patterns (uint16)."""
+    from safetensors.numpy import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    out: dict[str, np.ndarray] = {}
+    for name, value in weights.items():
+        value = np.asarray(value)
+        if quantize and name.endswith(".weight") and q4nx.can_quantize(value.shape):
+            out[name] = q4nx.quantize(value, convention=convention, grid=grid)
+        else:
+            out[name] = q4nx.f32_to_bf16_bits(value)
+    save_file(out, str(path / Q4NX_FILE), metadata={"format": "q4nx"})
+    (path / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2))
+    return path
+
+
+def write_hf(path: str | Path, config: ModelConfig, weights: dict[str, np.ndarray]) -> Path:
+    """Write a HuggingFace-layout checkpoint: config.json + model.safetensors (float32)."""
+    from safetensors.numpy import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    out = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in weights.items()}
+    save_file(out, str(path / HF_FILE), metadata={"format": "np"})
+    (path / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2))
+    return path
