@@ -427,7 +427,8 @@ class CatalogueReport:
         widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
         lines = []
         for n, row in enumerate(rows):
-            lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+            cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+            lines.append("  ".join(cells).rstrip())
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths))
         return "\n".join([self.baseline_line(), "", *lines, "", self.summary()])
