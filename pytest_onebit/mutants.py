@@ -258,8 +258,11 @@ def apply_diff(scratch: Path, diff: str) -> str | None:
     """`git apply` the diff in `scratch`; None when it applied, else git's complaint."""
     patch = scratch.parent / "mutant.patch"
     patch.write_text(diff, encoding="utf-8")
-    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=scratch,
-                          env=scratch_env(scratch), capture_output=True, text=True)
+    try:
+        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=scratch,
+                              env=scratch_env(scratch), capture_output=True, text=True)
+    except FileNotFoundError:
+        return "git is not installed (the runner applies mutants with `git apply`)"
     if proc.returncode != 0:
         return (proc.stderr or proc.stdout).strip() or f"git apply exited {proc.returncode}"
     return None
