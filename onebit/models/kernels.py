@@ -5,7 +5,8 @@ rows share the call: a verify batch of 8 rows must give, row for row, the bits a
 gives. numpy's `X @ W.T` does not (BLAS picks a different blocking for 1 and 8 rows), so both
 kernels here compute each row with the same code whatever the batch:
 
-- "numba": a compiled kernel, parallel over blocks of output features; for each output feature
+- "numba": a compiled kernel, parallel over blocks of output features (for weights of 1M
+  entries or more; smaller ones run on one thread); for each output feature
   it runs the same dot-product loop over every row, so a row's bits cannot depend on the others,
   and the weight row is read from memory once for all rows (measured on the 2-core box at
   4096 x 4096 float32: one row as fast as BLAS gemv, 8 rows about 4.5x one row, where a loop of
@@ -35,11 +36,17 @@ def numpy_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-_numba_kernels: dict[np.dtype, Callable] = {}
+_numba_kernels: dict[tuple[np.dtype, bool], Callable] = {}
+
+# Below this many weights a product is too small to share among threads: the threads' start
+# and stop cost more than the product (and on a busy 2-core box much more). The choice depends
+# only on the weight's size, never on the number of rows, so each weight always runs the same
+# compiled loop and batch invariance holds.
+PARALLEL_MIN_WEIGHTS = 1 << 20
 
 
-def _numba_kernel(dtype: np.dtype) -> Callable:
-    kernel = _numba_kernels.get(dtype)
+def _numba_kernel(dtype: np.dtype, parallel: bool) -> Callable:
+    kernel = _numba_kernels.get((dtype, parallel))
     if kernel is not None:
         return kernel
     from numba import njit, prange
@@ -49,7 +56,7 @@ def _numba_kernel(dtype: np.dtype) -> Callable:
 
     # fastmath lets LLVM vectorise the dot product (a fixed, compile-time reduction order: the
     # same machine code runs for every (feature, row), so rows stay independent).
-    @njit(parallel=True, fastmath=True, cache=True)
+    @njit(parallel=parallel, fastmath=True, cache=True)
     def rows_kernel(weight, rows, out):  # pragma: no cover - compiled
         n_out, n_in = weight.shape
         n_rows = rows.shape[0]
@@ -63,7 +70,7 @@ def _numba_kernel(dtype: np.dtype) -> Callable:
                         acc += w[i] * x[i]
                     out[r, o] = acc
 
-    _numba_kernels[dtype] = rows_kernel
+    _numba_kernels[dtype, parallel] = rows_kernel
     return rows_kernel
 
 
@@ -71,7 +78,7 @@ def numba_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """`[R, out]` from the compiled per-row kernel."""
     rows = np.ascontiguousarray(rows, dtype=weight.dtype)
     out = np.empty((rows.shape[0], weight.shape[0]), dtype=weight.dtype)
-    _numba_kernel(weight.dtype)(weight, rows, out)
+    _numba_kernel(weight.dtype, weight.size >= PARALLEL_MIN_WEIGHTS)(weight, rows, out)
     return out
 
 
