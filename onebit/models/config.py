@@ -109,8 +109,7 @@ class ModelConfig:
         model_type = need("model_type")
         if model_type not in FAMILIES:
             raise ModelConfigError(
-                f"{source}: field 'model_type' is {model_type!r}; supported: "
-                f"{sorted(FAMILIES)}"
+                f"{source}: field 'model_type' is {model_type!r}; supported: {sorted(FAMILIES)}"
             )
         family = FAMILIES[model_type]
         layers = _positive_int(need("num_hidden_layers"), "num_hidden_layers", source)
@@ -119,8 +118,10 @@ class ModelConfig:
         head_dim = d.get("head_dim") or hidden // heads
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type not in ("default", None):
-            raise ModelConfigError(f"{source}: field 'rope_parameters.rope_type' is "
-                                   f"{rope_type!r}; only 'default' RoPE is supported")
+            raise ModelConfigError(
+                f"{source}: field 'rope_parameters.rope_type' is "
+                f"{rope_type!r}; only 'default' RoPE is supported"
+            )
         theta = d.get("rope_theta", rope.get("rope_theta", 1_000_000.0))
         default_partial = 0.25 if family == "qwen3_5" else 1.0
         partial = d.get("partial_rotary_factor", rope.get("partial_rotary_factor", default_partial))
@@ -152,7 +153,9 @@ class ModelConfig:
             rms_norm_eps=d.get("rms_norm_eps", 1e-6),
             rope_theta=theta,
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
-            layer_types=tuple(layer_types) if isinstance(layer_types, list | tuple) else layer_types,
+            layer_types=tuple(layer_types)
+            if isinstance(layer_types, list | tuple)
+            else layer_types,
             partial_rotary_factor=partial,
             hidden_act=d.get("hidden_act", "silu"),
             extra={k: v for k, v in d.items() if k not in _FIELDS},
@@ -167,7 +170,9 @@ class ModelConfig:
         try:
             text = path.read_text()
         except FileNotFoundError:
-            raise ModelConfigError(f"{path}: no such file (a model directory needs config.json)") from None
+            raise ModelConfigError(
+                f"{path}: no such file (a model directory needs config.json)"
+            ) from None
         except OSError as error:
             raise ModelConfigError(f"{path}: cannot read: {error}") from None
         try:
@@ -210,19 +215,24 @@ class ModelConfig:
             _positive_int(getattr(self, name), name, source)
         for name in ("rms_norm_eps", "rope_theta", "partial_rotary_factor"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                math.isfinite(value) and value > 0
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value > 0)
             ):
-                raise ModelConfigError(f"{source}: field '{name}' must be a positive number, "
-                                       f"got {value!r}")
+                raise ModelConfigError(
+                    f"{source}: field '{name}' must be a positive number, got {value!r}"
+                )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ModelConfigError(
                 f"{source}: field 'num_key_value_heads' ({self.num_key_value_heads}) must divide "
                 f"num_attention_heads ({self.num_attention_heads})"
             )
         if self.partial_rotary_factor > 1:
-            raise ModelConfigError(f"{source}: field 'partial_rotary_factor' must be <= 1, got "
-                                   f"{self.partial_rotary_factor}")
+            raise ModelConfigError(
+                f"{source}: field 'partial_rotary_factor' must be <= 1, got "
+                f"{self.partial_rotary_factor}"
+            )
         if self.rotary_dim % 2 or self.rotary_dim == 0:
             raise ModelConfigError(
                 f"{source}: fields 'head_dim' ({self.head_dim}) x 'partial_rotary_factor' "
@@ -230,8 +240,9 @@ class ModelConfig:
                 f"even and > 0"
             )
         if self.hidden_act != "silu":
-            raise ModelConfigError(f"{source}: field 'hidden_act' is {self.hidden_act!r}; only "
-                                   f"'silu' is supported")
+            raise ModelConfigError(
+                f"{source}: field 'hidden_act' is {self.hidden_act!r}; only 'silu' is supported"
+            )
         if not isinstance(self.layer_types, tuple):
             raise ModelConfigError(f"{source}: field 'layer_types' must be a list of strings")
         if len(self.layer_types) != self.num_hidden_layers:
@@ -267,5 +278,7 @@ _FIELDS = {f for f in ModelConfig.__dataclass_fields__}
 
 def _positive_int(value: Any, name: str, source: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelConfigError(f"{source}: field '{name}' must be a positive integer, got {value!r}")
+        raise ModelConfigError(
+            f"{source}: field '{name}' must be a positive integer, got {value!r}"
+        )
     return value

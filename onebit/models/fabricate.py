@@ -1,13 +1,13 @@
 """Tiny random models built in code, for tests: seeded, deterministic, written to a directory.
 
-`fabricate_model(path, "qwen3")` writes a two-layer dense Qwen3; `fabricate_model(path, "qwen3_5")` a
-three-layer Qwen3.5 hybrid (two gated-delta-net layers, then one full-attention layer). Sizes
-are the smallest that tile into Q4NX blocks (hidden 256, intermediate 512, vocab 256), so
-`quantized=True` stores every projection as real Q4NX blocks; `quantized=False` writes a
-HuggingFace-layout float checkpoint instead. The weights are scaled so that activations stay
-O(1) through the layers and the argmax is decisive (random logits with a clear winner), and
-the norm weights, `A_log` and `dt_bias` are perturbed away from their initial values so that
-every term of the forward matters.
+`fabricate_model(path, "qwen3")` writes a two-layer dense Qwen3 (tied embeddings);
+`fabricate_model(path, "qwen3_5")` a three-layer Qwen3.5 hybrid (two gated-delta-net layers,
+then one full-attention layer). Sizes are the smallest that tile into Q4NX blocks (hidden 256,
+intermediate 512, vocab 256), so `quantized=True` stores every projection as real Q4NX blocks;
+`quantized=False` writes a HuggingFace-layout float checkpoint instead. The weights are scaled
+so that activations stay O(1) through the layers and greedy text does not collapse into one
+repeated token, and the norm weights, `A_log` and `dt_bias` are perturbed away from their
+initial values so that every term of the forward matters.
 """
 
 from __future__ import annotations

@@ -71,11 +71,13 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
 
 def _check_dims(out_features: int, in_features: int) -> tuple[int, int]:
     if out_features <= 0 or out_features % BLOCK_ROWS:
-        raise Q4NXError(f"Q4NX needs out_features to be a positive multiple of {BLOCK_ROWS}, "
-                        f"got {out_features}")
+        raise Q4NXError(
+            f"Q4NX needs out_features to be a positive multiple of {BLOCK_ROWS}, got {out_features}"
+        )
     if in_features <= 0 or in_features % BLOCK_COLS:
-        raise Q4NXError(f"Q4NX needs in_features to be a positive multiple of {BLOCK_COLS}, "
-                        f"got {in_features}")
+        raise Q4NXError(
+            f"Q4NX needs in_features to be a positive multiple of {BLOCK_COLS}, got {in_features}"
+        )
     return out_features // BLOCK_ROWS, in_features // BLOCK_COLS
 
 
@@ -83,8 +85,10 @@ def can_quantize(shape: tuple[int, ...]) -> bool:
     """True when a weight of this shape tiles into whole Q4NX blocks."""
     return (
         len(shape) == 2
-        and shape[0] > 0 and shape[0] % BLOCK_ROWS == 0
-        and shape[1] > 0 and shape[1] % BLOCK_COLS == 0
+        and shape[0] > 0
+        and shape[0] % BLOCK_ROWS == 0
+        and shape[1] > 0
+        and shape[1] % BLOCK_COLS == 0
     )
 
 
@@ -147,8 +151,9 @@ def pack(
         raise Q4NXError(f"codes must be integers, got {codes.dtype}")
     lo, hi = (0, 15) if convention == "unsigned" else (-8, 7)
     if codes.size and (codes.min() < lo or codes.max() > hi):
-        raise Q4NXError(f"{convention} codes must lie in {lo}..{hi}, got "
-                        f"{int(codes.min())}..{int(codes.max())}")
+        raise Q4NXError(
+            f"{convention} codes must lie in {lo}..{hi}, got {int(codes.min())}..{int(codes.max())}"
+        )
     if convention == "signed" and np.any(mins != 0):
         raise Q4NXError("the signed (GGUF Q4_0) convention has min = 0; got non-zero mins")
 
@@ -220,9 +225,7 @@ def dequantize(
     return w.reshape(out_features, in_features).astype(dtype)
 
 
-def quantize(
-    weight: np.ndarray, *, convention: str = "unsigned", grid: bool = False
-) -> np.ndarray:
+def quantize(weight: np.ndarray, *, convention: str = "unsigned", grid: bool = False) -> np.ndarray:
     """Quantise a float `W[out, in]` to Q4NX blocks, per group of 32 columns.
 
     unsigned: min = bf16(group min), scale = bf16((max - min) / 15), codes 0..15.

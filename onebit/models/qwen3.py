@@ -68,8 +68,10 @@ class Qwen3Model:
         max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
         kernel: str = "auto",
     ) -> None:
-        if isinstance(max_batch_rows, bool) or not isinstance(max_batch_rows, int) or (
-            max_batch_rows < 1
+        if (
+            isinstance(max_batch_rows, bool)
+            or not isinstance(max_batch_rows, int)
+            or (max_batch_rows < 1)
         ):
             raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
         self.config = config
@@ -175,8 +177,10 @@ class Qwen3Model:
         product, bit for bit, that the forward ends with."""
         hidden = np.asarray(hidden, dtype=self.dtype)
         if hidden.shape[-1:] != (self.config.hidden_size,) or hidden.ndim > 2:
-            raise ModelInputError(f"lm_head_logits needs [H] or [R, H] rows with H = "
-                                  f"{self.config.hidden_size}; got shape {hidden.shape}")
+            raise ModelInputError(
+                f"lm_head_logits needs [H] or [R, H] rows with H = "
+                f"{self.config.hidden_size}; got shape {hidden.shape}"
+            )
         rows = np.ascontiguousarray(hidden.reshape(-1, self.config.hidden_size))
         logits = self._linear(self.weights.lm_head(), rows)
         return logits[0] if hidden.ndim == 1 else logits
@@ -186,8 +190,10 @@ class Qwen3Model:
         stream after the layer, before any final norm) of these layers."""
         ids = []
         for layer in layer_ids:
-            if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or not (
-                0 <= layer < self.layer_count
+            if (
+                isinstance(layer, bool)
+                or not isinstance(layer, int | np.integer)
+                or not (0 <= layer < self.layer_count)
             ):
                 raise ModelInputError(
                     f"layer tap {layer!r} is not a layer id in [0, {self.layer_count})"

@@ -94,9 +94,9 @@ def canonical_name(name: str) -> str:
     """Map checkpoint naming variants to the text model's HF names."""
     for prefix in ("model.language_model.", "language_model.model."):
         if name.startswith(prefix):
-            return "model." + name[len(prefix):]
+            return "model." + name[len(prefix) :]
     if name.startswith("language_model.lm_head."):
-        return name[len("language_model."):]
+        return name[len("language_model.") :]
     return name
 
 
@@ -125,12 +125,13 @@ def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stor
     except FileNotFoundError:
         raise ModelFileError(f"{path}: no such file") from None
     except (SafetensorError, OSError, ValueError) as error:
-        raise ModelFileError(f"{path}: not a valid safetensors file (truncated or corrupt?): "
-                             f"{error}") from None
+        raise ModelFileError(
+            f"{path}: not a valid safetensors file (truncated or corrupt?): {error}"
+        ) from None
     tensors: dict[str, Stored] = {}
     header: dict | None = None
     with handle as f:
-        for name in f.keys():
+        for name in f.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
             dtype = f.get_slice(name).get_dtype()
             if dtype == "BF16":
                 header = header if header is not None else _read_header(path)
@@ -139,7 +140,9 @@ def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stor
             try:
                 data = f.get_tensor(name)
             except (SafetensorError, TypeError, ValueError) as error:
-                raise ModelFileError(f"{path}: cannot read tensor '{name}' ({dtype}): {error}") from None
+                raise ModelFileError(
+                    f"{path}: cannot read tensor '{name}' ({dtype}): {error}"
+                ) from None
             if bf16_as_u16 and data.dtype == np.uint16:
                 tensors[name] = Stored(data, "bf16", str(path))
             elif bf16_as_u16 and data.dtype == np.uint8:
@@ -147,8 +150,10 @@ def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stor
             elif np.issubdtype(data.dtype, np.floating):
                 tensors[name] = Stored(data, "float", str(path))
             else:
-                raise ModelFileError(f"{path}: tensor '{name}' has dtype {dtype}, which holds no "
-                                     f"weights this loader knows")
+                raise ModelFileError(
+                    f"{path}: tensor '{name}' has dtype {dtype}, which holds no "
+                    f"weights this loader knows"
+                )
     return tensors
 
 
@@ -197,8 +202,9 @@ class WeightStore:
         source: str = "",
     ) -> None:
         if convention not in q4nx.CONVENTIONS:
-            raise ValueError(f"q4nx convention must be one of {q4nx.CONVENTIONS}, got "
-                             f"{convention!r}")
+            raise ValueError(
+                f"q4nx convention must be one of {q4nx.CONVENTIONS}, got {convention!r}"
+            )
         self.dtype = np.dtype(dtype)
         self.convention = convention
         self.unpack_per_token = (
@@ -221,15 +227,21 @@ class WeightStore:
     def _check_shape(self, name: str, stored: Stored, shape: tuple[int, ...]) -> None:
         if stored.kind == "q4nx":
             if len(shape) != 2 or not q4nx.can_quantize(shape):
-                raise ModelFileError(f"{stored.file}: tensor '{name}' is stored as Q4NX blocks, "
-                                     f"but its shape {shape} does not tile into 32 x 256 blocks")
+                raise ModelFileError(
+                    f"{stored.file}: tensor '{name}' is stored as Q4NX blocks, "
+                    f"but its shape {shape} does not tile into 32 x 256 blocks"
+                )
             try:
                 q4nx.as_grid(stored.data, *shape)
             except q4nx.Q4NXError as error:
-                raise ModelFileError(f"{stored.file}: tensor '{name}': {error} (from config)") from None
+                raise ModelFileError(
+                    f"{stored.file}: tensor '{name}': {error} (from config)"
+                ) from None
         elif tuple(stored.data.shape) != shape:
-            raise ModelFileError(f"{stored.file}: tensor '{name}' has shape "
-                                 f"{tuple(stored.data.shape)}; the config needs {shape}")
+            raise ModelFileError(
+                f"{stored.file}: tensor '{name}' has shape "
+                f"{tuple(stored.data.shape)}; the config needs {shape}"
+            )
 
     def names(self) -> list[str]:
         return list(self.shapes)
@@ -245,8 +257,9 @@ class WeightStore:
         stored = self._stored[name]
         if stored.kind == "q4nx":
             self.unpacks += 1
-            value = q4nx.dequantize(stored.data, *self.shapes[name], convention=self.convention,
-                                    dtype=self.dtype)
+            value = q4nx.dequantize(
+                stored.data, *self.shapes[name], convention=self.convention, dtype=self.dtype
+            )
             if self.unpack_per_token:
                 return value  # the slow path: unpack again next time
         elif stored.kind == "bf16":
@@ -266,15 +279,17 @@ class WeightStore:
             vocab, hidden = self.shapes[name]
             grid = q4nx.as_grid(stored.data, vocab, hidden)
             block = grid[token // q4nx.BLOCK_ROWS]
-            rows = q4nx.dequantize(block, q4nx.BLOCK_ROWS, hidden, convention=self.convention,
-                                   dtype=self.dtype)
+            rows = q4nx.dequantize(
+                block, q4nx.BLOCK_ROWS, hidden, convention=self.convention, dtype=self.dtype
+            )
             self.unpacks += 1
             return rows[token % q4nx.BLOCK_ROWS]
         return self.get(name)[token]
 
     def lm_head(self) -> np.ndarray:
-        return self.get("model.embed_tokens.weight" if "lm_head.weight" not in self.shapes
-                        else "lm_head.weight")
+        return self.get(
+            "model.embed_tokens.weight" if "lm_head.weight" not in self.shapes else "lm_head.weight"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,12 +297,13 @@ class WeightStore:
 
 
 def container_kind(path: Path) -> str:
-    """"q4nx" or "hf" for a model directory; `ModelFileError` when it is neither."""
+    """ "q4nx" or "hf" for a model directory; `ModelFileError` when it is neither."""
     if not path.exists():
         raise ModelFileError(f"{path}: no such model directory")
     if not path.is_dir():
-        raise ModelFileError(f"{path}: a model is a directory holding {CONFIG_FILE} and "
-                             f"{Q4NX_FILE} or *.safetensors")
+        raise ModelFileError(
+            f"{path}: a model is a directory holding {CONFIG_FILE} and {Q4NX_FILE} or *.safetensors"
+        )
     if (path / Q4NX_FILE).exists():
         return "q4nx"
     if any(path.glob("*.safetensors")):

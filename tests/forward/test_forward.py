@@ -72,8 +72,9 @@ def test_commit_verify_restores_state_exactly(q4_model):
 
 @pytest.mark.parametrize("k", [3, 7])
 @pytest.mark.parametrize("flavour", ["one-pass", "two-pass"])
-@pytest.mark.parametrize("make_head", [perfect_head, garbage_head, half_head],
-                         ids=["perfect", "garbage", "half"])
+@pytest.mark.parametrize(
+    "make_head", [perfect_head, garbage_head, half_head], ids=["perfect", "garbage", "half"]
+)
 def test_speculative_text_equals_greedy(model_dirs, kind, k, flavour, make_head):
     """With oracle heads (perfect, garbage, half-right) at k = 3 and 7, one- and two-pass,
     run() emits exactly greedy's 24 tokens on the real forward; then one more step gives
