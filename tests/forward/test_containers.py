@@ -268,3 +268,18 @@ def test_bad_load_options(model_dirs):
     with pytest.raises(ValueError, match="max_batch_rows"):
         load_model(path, max_batch_rows=0)
     assert load_model(path, max_batch_rows=1).max_batch_rows() == 1
+
+
+def test_fabrication_is_seeded(tmp_path):
+    """The same seed writes the same bytes; another seed writes another model."""
+    a = fabricate_model(tmp_path / "a", "qwen3_5", seed=5)
+    b = fabricate_model(tmp_path / "b", "qwen3_5", seed=5)
+    c = fabricate_model(tmp_path / "c", "qwen3_5", seed=6)
+    assert (a / Q4NX_FILE).read_bytes() == (b / Q4NX_FILE).read_bytes()
+    assert (a / Q4NX_FILE).read_bytes() != (c / Q4NX_FILE).read_bytes()
+
+
+def test_config_round_trips_through_config_json(kind):
+    """ModelConfig.to_dict() is a config.json that reads back to the same config."""
+    config = tiny_config(kind)
+    assert onebit.models.ModelConfig.from_dict(config.to_dict()) == config

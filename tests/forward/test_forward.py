@@ -175,3 +175,19 @@ def test_unpack_per_token_switch_gives_identical_output(model_dirs, kind, monkey
     for tokens, logits in arms[1:]:
         assert tokens == arms[0][0]
         assert_logits_match(logits, arms[0][1], rel_l1=0.0)
+
+
+def test_verify_across_kv_cache_growth(model_dirs):
+    """A verify batch that runs past the KV cache's initial capacity (64 positions) still gives
+    rows bit-identical to stepping, and the committed state continues exactly."""
+    model = load_model(model_dirs["qwen3", "q4nx"])
+    tokens = [(7 * i + 3) % 256 for i in range(70)]
+    stepped = step_all(model, tokens)
+    model.reset()
+    for pos, t in enumerate(tokens[:60]):
+        model.step(t, pos)
+    rows = model.verify(tokens[60:68], 60)
+    for i in range(8):
+        assert_logits_match(rows[i], stepped[60 + i], rel_l1=0.0)
+    model.commit_verify(8)
+    assert_logits_match(model.step(tokens[68], 68), stepped[68], rel_l1=0.0)
