@@ -74,9 +74,7 @@ def _as_int(value: object, name: str) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
-def check_request(
-    base: BaseModel, prompt: Sequence[int], *, max_tokens: int, k: int = 0
-) -> list[int]:
+def check_request(base: BaseModel, prompt: Sequence[int], *, max_tokens: int, k: int) -> list[int]:
     """Validate the arguments of a decode before the base is touched; return the prompt as a
     list of ints. Raises `ValueError` naming the bad value."""
     if isinstance(prompt, str | bytes):
@@ -217,9 +215,10 @@ class _Decode:
         self.stats.steps += 1
         if self.head is not None:
             self.head.commit_rows([t1], np.asarray(self.base.last_hidden())[None, :], 1)
+        after = pos + 1
         if not self.emit(t1):
-            return t1, pos + 1
-        return _argmax_row(logits, self.vocab, pos + 1), pos + 1
+            return t1, after  # the run ends: these logits are never read
+        return _argmax_row(logits, self.vocab, after), after
 
     def propose(self, t1: int, pos: int, room: int, hidden: np.ndarray | None) -> list[int]:
         """Ask the head for up to `room` drafts; cut to the room and check each token."""
@@ -295,20 +294,21 @@ class _Decode:
         self.stats.steps += 1
         hidden = np.asarray(self.base.last_hidden())
         self.head.commit_rows([t1], hidden[None, :], 1)  # type: ignore[union-attr]
+        after = pos + 1
         if not self.emit(t1):
-            return t1, pos + 1
-        b = _argmax_row(logits, self.vocab, pos + 1)
+            return t1, after  # the run ends: these logits are never read
+        b = _argmax_row(logits, self.vocab, after)
         room = min(self.k, max_rows, self.budget_left())
         drafts = self.propose(t1, pos, room, hidden) if room > 0 else []
         if not drafts or drafts[0] != b:
-            return b, pos + 1
-        choices = self.verify(drafts, pos + 1)
+            return b, after
+        choices = self.verify(drafts, after)
         take = 1
         while take < len(drafts) and drafts[take] == choices[take - 1]:
             take += 1
         count = self.emit_and_commit(drafts[:take])
         self.stats.accepted += count
-        return int(choices[count - 1]), pos + 1 + count
+        return int(choices[count - 1]), after + count
 
 
 def run(
@@ -337,7 +337,7 @@ def greedy(
 
     Written apart from `run()` (no shared rounds) so that a bug in the loop cannot hide in
     its own reference."""
-    tokens = check_request(base, prompt, max_tokens=max_tokens)
+    tokens = check_request(base, prompt, max_tokens=max_tokens, k=0)
     result = RunResult()
     stats = result.stats
     base.reset()

@@ -34,8 +34,11 @@ from pytest_onebit.heads import (  # noqa: E402
     OracleHead,
     garbage_head,
     half_head,
+    over_head,
     pattern_head,
     perfect_head,
+    short_head,
+    silent_head,
 )
 from pytest_onebit.suite import LoopContract  # noqa: E402
 from pytest_onebit.toy import ToyBase  # noqa: E402
@@ -61,8 +64,11 @@ __all__ = [
     "garbage_head",
     "half_head",
     "pass_law",
+    "over_head",
     "pattern_head",
     "perfect_head",
+    "short_head",
+    "silent_head",
     "relative_l1",
     "standard_scenarios",
 ]

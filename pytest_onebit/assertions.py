@@ -118,13 +118,16 @@ class PassLaw:
 def pass_law(
     *, emitted: int, k: int, max_batch_rows: int, two_pass: bool, head: str = "perfect"
 ) -> PassLaw:
-    """Exact step and batch counts for `emitted` tokens with a perfect or garbage head."""
+    """Exact step and batch counts for `emitted` tokens with a perfect, garbage or silent head
+    (garbage fixes only the total)."""
     n = emitted
     if head == "garbage":
         # Every round emits t1 alone: one pass per token.
         return PassLaw(n, -1, -1, "garbage: one decode pass per emitted token")
+    if head == "silent":
+        return PassLaw(n, n, 0, "a head that proposes nothing: plain steps only, no batch")
     if head != "perfect":
-        raise ValueError(f"pass laws exist for perfect and garbage heads, not {head!r}")
+        raise ValueError(f"pass laws exist for perfect, garbage and silent heads, not {head!r}")
     width = min(k, max_batch_rows) if two_pass else min(k, max_batch_rows - 1)
     if width == 0 or n == 0:
         return PassLaw(n, n, 0, "no room for drafts: plain steps only")

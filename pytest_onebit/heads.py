@@ -19,6 +19,7 @@ from onebit.protocols import BaseModel
 FLAVOURS = ("one-pass", "two-pass")
 
 Rightness = Callable[[int, int, int], bool]  # (position, slot, k) -> propose the truth?
+Count = Callable[[int, int], int]  # (t1's position, k) -> how many drafts to answer with
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,20 @@ class Proposal:
 class OracleHead:
     """A `DraftHead` whose drafts are right or wrong by rule, recording every call."""
 
-    def __init__(self, oracle: Oracle, rightness: Rightness, *, flavour: str, name: str) -> None:
+    def __init__(
+        self,
+        oracle: Oracle,
+        rightness: Rightness,
+        *,
+        flavour: str,
+        name: str,
+        count: Count = lambda pos, k: k,
+    ) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour must be one of {FLAVOURS}, got {flavour!r}")
         self.oracle = oracle
         self.rightness = rightness
+        self.count = count
         self.flavour = flavour
         self.name = name
         self.resets = 0  # how often the loop reset the head
@@ -77,7 +87,7 @@ class OracleHead:
 
     def propose(self, token: int, pos: int, k: int, hidden: np.ndarray | None) -> list[int]:
         drafts: list[int] = []
-        for slot in range(k):
+        for slot in range(self.count(pos, k)):
             truth = self.oracle.truth(pos + 1 + slot)
             if truth is None:
                 break
@@ -131,4 +141,25 @@ def pattern_head(oracle: Oracle, bits: Sequence[bool], flavour: str = "one-pass"
     return OracleHead(oracle, rightness, flavour=flavour, name="pattern")
 
 
-HEADS = {"perfect": perfect_head, "garbage": garbage_head, "half": half_head}
+def short_head(oracle: Oracle, flavour: str = "one-pass") -> OracleHead:
+    """Right, but proposes fewer than asked: a count that varies with the position, from none
+    to all k (so the loop's "no drafts: plain step" path is taken mid-run)."""
+    return OracleHead(oracle, lambda pos, slot, k: True, flavour=flavour, name="short",
+                      count=lambda pos, k: (pos * 5 + 3) % (k + 1))
+
+
+def silent_head(oracle: Oracle, flavour: str = "one-pass") -> OracleHead:
+    """Never proposes anything: the run must cost exactly plain decode, with no batch."""
+    return OracleHead(oracle, lambda pos, slot, k: True, flavour=flavour, name="silent",
+                      count=lambda pos, k: 0)
+
+
+def over_head(oracle: Oracle, flavour: str = "one-pass") -> OracleHead:
+    """Right, but answers with 3 drafts more than asked: the loop must cut them to its room
+    (past the row limit and the budget they would be accepted)."""
+    return OracleHead(oracle, lambda pos, slot, k: True, flavour=flavour, name="over",
+                      count=lambda pos, k: k + 3)
+
+
+HEADS = {"perfect": perfect_head, "garbage": garbage_head, "half": half_head,
+         "short": short_head, "silent": silent_head, "over": over_head}

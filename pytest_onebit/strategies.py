@@ -13,7 +13,8 @@ VOCAB = 64
 def scenarios(draw, *, max_tokens: int = 48, max_k: int = 12, max_rows: int = 10) -> Scenario:
     """Any scenario the contract covers: random prompt, k, budget, row limit and shape, round
     kind, head (including per-slot right / wrong patterns), consumer stop and toy seed."""
-    head = draw(st.sampled_from(["perfect", "garbage", "half", "pattern", "pattern", None]))
+    head = draw(st.sampled_from(["perfect", "garbage", "half", "short", "silent", "over",
+                                 "pattern", "pattern", None]))
     budget = draw(st.integers(0, max_tokens))
     return Scenario(
         flavour=draw(st.sampled_from(["one-pass", "two-pass"])),

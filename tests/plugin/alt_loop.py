@@ -66,6 +66,7 @@ def run(base, head, prompt, *, max_tokens, k, on_token=None):
                 continue
             choices = np.argmax(base.verify(guess, pos), axis=1)
             stats.batches += 1
+            stats.batch_rows += len(guess)
             take = 1 + _accepted_prefix(guess[1:], choices[: len(guess) - 1])
             n = give(guess[:take])
             base.commit_verify(n)
@@ -87,6 +88,7 @@ def run(base, head, prompt, *, max_tokens, k, on_token=None):
         batch = [nxt, *guess]
         choices = np.argmax(base.verify(batch, pos), axis=1)
         stats.batches += 1
+        stats.batch_rows += len(batch)
         n = give(batch[: _accepted_prefix(guess, choices) + 1])
         base.commit_verify(n)
         head.commit_rows(batch, base.last_hidden_rows(), n)

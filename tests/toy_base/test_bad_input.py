@@ -111,9 +111,9 @@ class FaultyBase(ToyBase):
         self.seen += 1
         if self.seen != self.call:
             return logits
-        if self.fault == "nan":
+        if self.fault == "nan":  # in the last row only, so the row must be found
             logits = logits.copy()
-            logits[..., 3] = np.nan
+            logits[(-1, 3) if logits.ndim == 2 else 3] = np.nan
             return logits
         if self.fault == "shape":
             return logits[..., :-1]
@@ -156,6 +156,13 @@ def test_base_failing_mid_run(flavour, kind, fault, error, message):
     if isinstance(info.value, ContractError):
         assert info.value.emitted == seen
         assert info.value.culprit == "base"
+        _, pos, rows = base.calls[-1]  # the faulty pass; row i scores position pos + i + 1
+        scored = pos + rows if fault == "nan" else pos + 1
+        assert info.value.pos == (scored if fault == "nan" or kind == "step" else pos)
+        if fault == "nan":
+            assert f"scoring position {scored}" in str(info.value)
+        if kind == "verify" and fault == "nan":
+            assert f"row {rows - 1}," in str(info.value)
     if fault == "raise":
         base.commit_verify(0)  # the loop could not; a real base drops the batch itself
     assert base.committed == PROMPT + seen
@@ -216,3 +223,97 @@ def test_zero_row_base_is_a_contract_error():
 
     with pytest.raises(BaseContractError, match=r"max_batch_rows\(\) is 0"):
         onebit.run(ZeroRows(), None, PROMPT, max_tokens=3, k=2)
+
+
+def test_bad_logits_after_prefill_name_the_first_decode_position():
+    """Bad logits from the last prompt token are reported at position P, the first token the
+    run would choose, with nothing emitted."""
+    base = FaultyBase("step", len(PROMPT), "nan")
+    with pytest.raises(BaseContractError, match=f"scoring position {len(PROMPT)}$") as info:
+        onebit.run(base, None, PROMPT, max_tokens=5, k=2)
+    assert (info.value.pos, info.value.emitted) == (len(PROMPT), [])
+
+
+def test_exact_messages():
+    """The messages read exactly as documented (no stray text around them)."""
+    with pytest.raises(ValueError) as info:
+        onebit.run(ToyBase(), None, [], max_tokens=1, k=1)
+    assert str(info.value) == "prompt is empty: a decode needs at least one prompt token"
+    with pytest.raises(ValueError) as info:
+        onebit.greedy(ToyBase(), "hello", max_tokens=1)
+    assert str(info.value) == "prompt must be a sequence of token ids, got str"
+
+
+class FixedDraftHead:
+    """A one-pass head that always proposes the same drafts, whatever it is asked."""
+
+    def __init__(self, drafts):
+        self.drafts = drafts
+
+    def needs_last_hidden(self):
+        return False
+
+    def propose(self, token, pos, k, hidden):
+        return list(self.drafts)
+
+    def commit_rows(self, tokens, rows, count):
+        pass
+
+    def reset(self):
+        pass
+
+
+@pytest.mark.parametrize("draft", [64, -1, 1.5, "7", None])
+def test_head_drafts_that_are_not_vocabulary_ids(draft):
+    """A draft equal to the vocabulary size, negative, or not an integer at all is the head's
+    contract error, naming the draft and its position; nothing is committed for the round."""
+    base = ToyBase()
+    with pytest.raises(HeadContractError) as info:
+        onebit.run(base, FixedDraftHead([5, draft]), PROMPT, max_tokens=8, k=4)
+    assert str(info.value) == (f"head proposed {draft!r} for position {len(PROMPT) + 2} "
+                               "(slot 1), outside the vocabulary [0, 64)")
+    assert info.value.pos == len(PROMPT) + 2
+    assert base.committed == PROMPT
+
+
+class ShortRowsBase(ToyBase):
+    """A base whose last_hidden_rows() breaks its contract: too few rows, or one flat row."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def last_hidden_rows(self):
+        rows = super().last_hidden_rows()
+        return rows[:0] if self.kind == "short" else rows.reshape(-1)
+
+
+@pytest.mark.parametrize("kind", ["short", "flat"])
+def test_base_with_too_few_hidden_rows(kind):
+    """A base whose last_hidden_rows() cannot cover the committed rows is named, with the
+    shape it returned; what it committed still equals what was emitted."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 30)
+    base, (seen, on_token) = ShortRowsBase(kind), consume()
+    with pytest.raises(BaseContractError, match=r"base.last_hidden_rows\(\) has shape \([\d, ]*\)"
+                       r" after committing \d rows; it must have at least \d rows"):
+        onebit.run(base, perfect_head(oracle), PROMPT, max_tokens=20, k=3, on_token=on_token)
+    assert base.committed == PROMPT + seen
+
+
+def test_narrow_hidden_rows_are_fine():
+    """A base whose hidden rows are narrower than the batch is still a legal base (the row
+    count, not the width, is what must cover the committed rows)."""
+    oracle = Oracle.from_greedy(ToyBase(hidden=2), PROMPT, 40)
+    result = onebit.run(ToyBase(hidden=2), perfect_head(oracle), PROMPT, max_tokens=24, k=7)
+    assert result.tokens == list(oracle.tokens[:24])
+
+
+def test_greedy_stats_and_stop():
+    """greedy() counts like a loop that only steps: N steps, N rounds, N emitted, P prefill;
+    a consumer stop sets `stopped` and ends right after that token."""
+    result = onebit.greedy(ToyBase(), PROMPT, max_tokens=12)
+    s = result.stats
+    assert (s.steps, s.rounds, s.emitted, s.batches, s.prefill_steps) == (12, 12, 12, 0, 5)
+    assert result.stopped is False
+    stopped = onebit.greedy(ToyBase(), PROMPT, max_tokens=12, on_token=lambda t: False)
+    assert stopped.stopped is True and len(stopped.tokens) == 1
