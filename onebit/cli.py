@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prove", "mutants")
+COMMANDS = ("prove", "mutants", "mutmut")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -67,6 +67,9 @@ def _register_hypothesis_profile() -> None:
         suppress_health_check=[HealthCheck.too_slow],
         print_blob=True,
     )
+    # For runs that repeat the suite many times (the mutant catalogue, mutmut).
+    settings.register_profile("onebit-quick", parent=settings.get_profile("onebit"),
+                              max_examples=100, derandomize=True)
 
 
 # Registered at import so that a conftest can `settings.load_profile("onebit")`.

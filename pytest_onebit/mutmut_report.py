@@ -1,0 +1,156 @@
+"""mutmut's verdicts in the catalogue's table format, and a gate on the number of survivors.
+
+`mutmut run` exits 0 even when mutants survive, so CI cannot rely on it. After a run,
+`mutmut export-cicd-stats` writes `mutants/mutmut-cicd-stats.json` (the totals) and
+`mutmut results --all true` lists every mutant's status; this module reads both, groups the
+mutants by the function they live in, and fails when more survive than allowed.
+
+Mutants that are equivalent (no test can tell them from the original) are not generated at
+all: their line carries `# pragma: no mutate` with the reason after it, and the report lists
+those lines so a reviewer sees every exemption.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATS_FILE = Path("mutants") / "mutmut-cicd-stats.json"
+_LINE = re.compile(r"^\s+(\S+): (\S[^\n]*)$")
+_PRAGMA = re.compile(r"#\s*pragma:\s*no mutate\b\s*[-:]?\s*(.*)$")
+
+
+class MutmutReportError(RuntimeError):
+    """mutmut has no results to report (run `mutmut run` first) or its output is unreadable."""
+
+
+@dataclass(frozen=True)
+class Exemption:
+    """A line mutmut is told not to mutate, and why."""
+
+    where: str  # path:line
+    reason: str
+
+
+@dataclass
+class MutmutReport:
+    statuses: dict[str, str]  # mutant key -> killed / survived / timeout / ...
+    totals: dict[str, int]
+    exemptions: list[Exemption] = field(default_factory=list)
+    max_survivors: int = 0
+
+    @property
+    def survivors(self) -> list[str]:
+        return [k for k, v in self.statuses.items() if v == "survived"]
+
+    @property
+    def ok(self) -> bool:
+        unexplained = [k for k, v in self.statuses.items()
+                       if v in ("survived", "no tests", "suspicious")]
+        return len(unexplained) <= self.max_survivors
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(function, counts by verdict, verdict) per function that has mutants."""
+        by_function: dict[str, Counter] = {}
+        for key, status in self.statuses.items():
+            by_function.setdefault(function_of(key), Counter())[status] += 1
+        out = []
+        for function, counts in sorted(by_function.items()):
+            cells = " ".join(f"{status}:{n}" for status, n in sorted(counts.items()))
+            verdict = "survivors" if counts.get("survived") else "all caught"
+            out.append((function, cells, verdict))
+        return out
+
+    def closing_line(self) -> str:
+        counts = Counter(self.statuses.values())
+        parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        gate = "within" if self.ok else "OVER"
+        return (f"{len(self.statuses)} mutmut mutants: {parts}; {len(self.exemptions)} lines "
+                f"exempt as equivalent; {len(self.survivors)} survivors, {gate} the limit of "
+                f"{self.max_survivors}")
+
+    def to_text(self) -> str:
+        rows = [("function", "mutants by verdict", "verdict"), *self.rows()]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                 for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        if self.survivors:
+            lines += ["", "survivors:", *(f"  {k}" for k in self.survivors)]
+        if self.exemptions:
+            lines += ["", "exempt (equivalent):",
+                      *(f"  {e.where}: {e.reason}" for e in self.exemptions)]
+        return "\n".join([*lines, "", self.closing_line()])
+
+    def to_markdown(self) -> str:
+        lines = ["| function | mutants by verdict | verdict |", "|---|---|---|"]
+        lines += [f"| `{f}` | {c} | {v} |" for f, c, v in self.rows()]
+        if self.exemptions:
+            lines += ["", "| exempt line | why it is equivalent |", "|---|---|"]
+            lines += [f"| `{e.where}` | {e.reason} |" for e in self.exemptions]
+        return "\n".join([*lines, "", self.closing_line()])
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "ok": self.ok, "max_survivors": self.max_survivors, "totals": self.totals,
+            "survivors": self.survivors, "statuses": self.statuses,
+            "exemptions": [asdict(e) for e in self.exemptions],
+        }, indent=2)
+
+
+def function_of(key: str) -> str:
+    """`onebit.loop.xǁ_Decodeǁpropose__mutmut_17` -> `onebit.loop._Decode.propose`."""
+    name = key.split("__mutmut_")[0]
+    module, _, mangled = name.rpartition(".")
+    mangled = mangled[2:] if mangled.startswith("x_") else mangled.removeprefix("x")
+    return f"{module}.{mangled.strip('ǁ').replace('ǁ', '.')}"
+
+
+def parse_results(text: str) -> dict[str, str]:
+    """`mutmut results --all true` output -> {mutant key: status}."""
+    statuses = {}
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if match:
+            statuses[match.group(1)] = match.group(2).strip()
+    return statuses
+
+
+def find_exemptions(root: Path, paths: list[str]) -> list[Exemption]:
+    """Every `# pragma: no mutate` line under `paths`, with the reason written after it."""
+    found = []
+    for rel in paths:
+        for path in sorted((root / rel).rglob("*.py")) if (root / rel).is_dir() else [root / rel]:
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                match = _PRAGMA.search(line)
+                if match:
+                    found.append(Exemption(f"{path.relative_to(root)}:{number}",
+                                           match.group(1).strip() or "(no reason given)"))
+    return found
+
+
+def _mutmut(root: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=root, text=True,
+                          capture_output=True)
+    if done.returncode != 0:
+        raise MutmutReportError(f"mutmut {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def read_report(root: Path, *, max_survivors: int = 0,
+                sources: tuple[str, ...] = ("onebit",)) -> MutmutReport:
+    """Read the last `mutmut run` in `root` (export its stats, list its results)."""
+    _mutmut(root, "export-cicd-stats")
+    stats_path = root / STATS_FILE
+    if not stats_path.exists():
+        raise MutmutReportError(f"no {STATS_FILE}: run `mutmut run` in {root} first")
+    totals = json.loads(stats_path.read_text())
+    statuses = parse_results(_mutmut(root, "results", "--all", "true"))
+    if not statuses:
+        raise MutmutReportError("mutmut lists no mutants: run `mutmut run` first")
+    return MutmutReport(statuses, totals, find_exemptions(root, list(sources)), max_survivors)
