@@ -74,9 +74,12 @@ def _as_int(value: object, name: str) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
-def check_request(base: BaseModel, prompt: Sequence[int], *, max_tokens: int, k: int) -> list[int]:
+def check_request(
+    base: BaseModel, prompt: Sequence[int], *, max_tokens: int, k: int | None = None
+) -> list[int]:
     """Validate the arguments of a decode before the base is touched; return the prompt as a
-    list of ints. Raises `ValueError` naming the bad value."""
+    list of ints. `k` is None for plain decode, which drafts nothing. Raises `ValueError`
+    naming the bad value."""
     if isinstance(prompt, str | bytes):
         raise ValueError(f"prompt must be a sequence of token ids, got {type(prompt).__name__}")
     tokens = [_as_int(t, f"prompt[{i}]") for i, t in enumerate(prompt)]
@@ -88,7 +91,7 @@ def check_request(base: BaseModel, prompt: Sequence[int], *, max_tokens: int, k:
             raise ValueError(f"prompt[{i}] = {t} is outside the vocabulary [0, {vocab})")
     if _as_int(max_tokens, "max_tokens") < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-    if _as_int(k, "k") < 0:
+    if k is not None and _as_int(k, "k") < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     return tokens
 
@@ -337,7 +340,7 @@ def greedy(
 
     Written apart from `run()` (no shared rounds) so that a bug in the loop cannot hide in
     its own reference."""
-    tokens = check_request(base, prompt, max_tokens=max_tokens, k=0)
+    tokens = check_request(base, prompt, max_tokens=max_tokens)
     result = RunResult()
     stats = result.stats
     base.reset()

@@ -81,13 +81,14 @@ def test_bad_loop_option_is_a_usage_error(pytester):
 
 
 def broken_loop(pytester, mutant: str) -> str:
-    """Apply a catalogue mutant of onebit/loop.py to a copy, as module `broken_loop`."""
+    """Apply a catalogue mutant of onebit/loop.py to a copy, as a module of its own name."""
     scratch = pytester.path / "scratch"
     (scratch / "onebit").mkdir(parents=True)
     shutil.copy(onebit.loop.__file__, scratch / "onebit" / "loop.py")
     subprocess.run(["git", "apply", str(CATALOGUE / f"{mutant}.diff")], cwd=scratch, check=True)
-    shutil.copy(scratch / "onebit" / "loop.py", pytester.path / "broken_loop.py")
-    return "broken_loop:run"
+    module = "broken_" + mutant.replace("-", "_")
+    shutil.copy(scratch / "onebit" / "loop.py", pytester.path / f"{module}.py")
+    return f"{module}:run"
 
 
 # The six broken loops of the loop issue, and an invariant each must be caught by.
@@ -106,9 +107,11 @@ def test_suite_fails_a_broken_loop_naming_the_invariant(pytester, mutant):
     """--onebit-loop pointed at a deliberately broken loop makes the contract suite fail, and
     the failing test ids name the invariant that loop breaks."""
     pytester.makepyfile(test_contract=CONTRACT_TEST)
+    pytester.syspathinsert()
     spec = broken_loop(pytester, mutant)
-    result = pytester.runpytest_subprocess(f"--onebit-loop={spec}", "-q", "--tb=no", "-rf",
-                                           "-p", "no:cacheprovider")
+    # In-process (the plugin is already imported) to spare an interpreter start per loop.
+    result = pytester.runpytest_inprocess(f"--onebit-loop={spec}", "-q", "--tb=no", "-rf",
+                                          "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert BROKEN[mutant] in failed_checks(result.stdout.str())
 
@@ -118,8 +121,9 @@ def test_suite_passes_a_differently_written_correct_loop(pytester):
     loop passes every check."""
     pytester.makepyfile(test_contract=CONTRACT_TEST)
     shutil.copy(HERE / "alt_loop.py", pytester.path / "alt_loop.py")
-    result = pytester.runpytest_subprocess("--onebit-loop=alt_loop:run", "-q", "-p",
-                                           "no:cacheprovider")
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess("--onebit-loop=alt_loop:run", "-q", "-p",
+                                          "no:cacheprovider")
     assert result.ret == pytest.ExitCode.OK
     assert result.parseoutcomes()["passed"] > 1000
 
