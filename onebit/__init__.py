@@ -8,6 +8,16 @@ from onebit.errors import BaseContractError, ContractError, HeadContractError
 from onebit.loop import RunResult, RunStats, check_request, greedy, run
 from onebit.protocols import BaseModel, DraftHead
 
+
+def load_model(path, **options):
+    """Load a model directory (a Q4NX container or a HuggingFace checkpoint) as a `BaseModel`;
+    see `onebit.models.load_model` for the options. Imported on first use: the loop does not
+    need the forward (or numba)."""
+    from onebit.models import load_model as load
+
+    return load(path, **options)
+
+
 __all__ = [
     "BaseContractError",
     "BaseModel",
@@ -18,6 +28,7 @@ __all__ = [
     "RunStats",
     "check_request",
     "greedy",
+    "load_model",
     "run",
 ]
 __version__ = "0.1.0"

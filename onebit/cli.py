@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prove", "mutants", "mutmut")
+COMMANDS = ("prove", "mutants", "mutmut", "fabricate")
 
 
 def build_parser() -> argparse.ArgumentParser:

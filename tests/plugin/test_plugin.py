@@ -153,3 +153,11 @@ def test_loop_fixture_override_binds_another_loop(pytester):
         "*TestAlt::test_I12_stats?two-pass-half-k3-r8-prefix-n40? PASSED*",
     ])
     assert result.ret == pytest.ExitCode.OK
+
+
+def test_device_tests_pass_on_the_host_backend(pytester):
+    """`--onebit-device=host` runs the device tests on the NumPy forward (a fabricated
+    Qwen3.5 hybrid), so the device suite is itself exercised where there is no NPU."""
+    result = pytester.runpytest_inprocess(str(ROOT / "tests" / "device"), "-m", "device",
+                                          "--onebit-device=host", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=5)
