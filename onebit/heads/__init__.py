@@ -1,0 +1,34 @@
+"""Draft heads: what guesses the base's next tokens.
+
+- `NgramHead` (ngram.py): prompt lookup, no weights, one-pass;
+- `DFlashHead` (dflash.py): a block-diffusion draft over the target's layer outputs, one-pass;
+- `MTPHead` (mtp.py): an EAGLE-style layer over the target's hidden after t1, two-pass.
+
+Each implements `onebit.DraftHead`. The weighted heads take their target (duck-typed, see
+target.py) at construction: they embed with its embedding and score with its lm_head. The
+heads know the protocols, not `onebit.models`.
+"""
+
+from onebit.heads.dflash import (
+    DFlashConfig,
+    DFlashDraft,
+    DFlashHead,
+    fabricate_dflash,
+    load_dflash,
+    tiny_dflash_config,
+)
+from onebit.heads.errors import DraftError, DraftFileError, DraftMismatchError
+from onebit.heads.ngram import NgramHead
+
+__all__ = [
+    "DFlashConfig",
+    "DFlashDraft",
+    "DFlashHead",
+    "DraftError",
+    "DraftFileError",
+    "DraftMismatchError",
+    "NgramHead",
+    "fabricate_dflash",
+    "load_dflash",
+    "tiny_dflash_config",
+]

@@ -1,0 +1,65 @@
+"""What a weighted draft head reads from its target, duck-typed.
+
+The heads know the protocols, not `onebit.models`: a target is any object with
+- `vocab_size`, `hidden_size`, `layer_count`;
+- `embed_row(token) -> [H]` (unscaled) and `lm_head_logits(rows) -> [R, V]`;
+- `set_layer_taps(ids)` and `tapped_rows() -> [T, len(ids), H]` (DFlash only);
+- a final norm: `final_norm(rows)` when the target has one in public; `onebit.models`'
+  `Qwen3Model` does not yet, so its own `_rmsnorm` with its `model.norm.weight` factors is
+  used (the same function its forward ends with).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from onebit.heads.errors import DraftMismatchError
+
+NEEDS = ("vocab_size", "hidden_size", "embed_row", "lm_head_logits")
+
+
+def check_target(target: object, what: str, needs: tuple[str, ...] = NEEDS) -> None:
+    """Raise `TypeError` if `target` lacks what a head needs."""
+    missing = [name for name in needs if not hasattr(target, name)]
+    if missing:
+        raise TypeError(
+            f"{what} needs a target with {', '.join(needs)}; {type(target).__name__} lacks "
+            f"{', '.join(missing)}"
+        )
+
+
+def check_hidden_size(target: object, hidden: int, what: str) -> None:
+    if int(target.hidden_size) != hidden:  # type: ignore[attr-defined]
+        raise DraftMismatchError(
+            f"{what} has hidden size {hidden}, its target {target.hidden_size}: "  # type: ignore[attr-defined]
+            "the draft was made for another model"
+        )
+
+
+def final_norm(target: object) -> Callable[[np.ndarray], np.ndarray]:
+    """The target's final norm as a function of `[R, H]` rows."""
+    public = getattr(target, "final_norm", None)
+    if callable(public):
+        return public
+    norm = getattr(target, "_rmsnorm", None)
+    factors = getattr(target, "_norms", {}).get("model.norm.weight")
+    if norm is None or factors is None:
+        raise TypeError(
+            f"{type(target).__name__} has no final_norm(rows): a DFlash head that runs its "
+            "block through the target's final norm needs one"
+        )
+    return lambda rows: norm(rows, factors)
+
+
+def embed_rows(target: object, tokens: list[int], scale: float, dtype: np.dtype) -> np.ndarray:
+    """`[len(tokens), H]`: the target's embedding of each token, times `scale`."""
+    rows = np.stack([np.asarray(target.embed_row(t)) for t in tokens]).astype(dtype)  # type: ignore[attr-defined]
+    return rows * dtype.type(scale) if scale != 1.0 else rows
+
+
+def argmax_tokens(target: object, rows: np.ndarray) -> list[int]:
+    """The target's greedy token for each final-normed row."""
+    logits = np.asarray(target.lm_head_logits(rows))  # type: ignore[attr-defined]
+    return [int(t) for t in np.argmax(logits.reshape(rows.shape[0], -1), axis=1)]
