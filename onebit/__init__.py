@@ -5,6 +5,7 @@ the reference `greedy()`, and the errors. See `design/loop.md` for the contract.
 """
 
 from onebit.errors import BaseContractError, ContractError, HeadContractError
+from onebit.fallback import Fallback
 from onebit.loop import RunResult, RunStats, check_request, greedy, run
 from onebit.protocols import BaseModel, DraftHead
 
@@ -23,6 +24,7 @@ __all__ = [
     "BaseModel",
     "ContractError",
     "DraftHead",
+    "Fallback",
     "HeadContractError",
     "RunResult",
     "RunStats",

@@ -11,12 +11,14 @@ this file as stand-alone modules.
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from onebit.errors import BaseContractError, ContractError, HeadContractError
+from onebit.fallback import Fallback, FallbackWatch
 from onebit.protocols import BaseModel, DraftHead
 
 OnToken = Callable[[int], "bool | None"]
@@ -34,6 +36,9 @@ class RunStats:
     accepted: int = 0  # drafts emitted
     emitted: int = 0  # tokens emitted
     prefill_steps: int = 0
+    drafts_asked: int = 0  # calls to head.propose
+    fallback_round: int | None = None  # the round after which the run fell back to plain steps
+    fallback_emitted: int | None = None  # tokens emitted when it did
 
     @property
     def passes(self) -> int:
@@ -148,6 +153,7 @@ class _Decode:
         max_tokens: int,
         k: int,
         on_token: OnToken | None,
+        fallback: Fallback | None = None,
     ) -> None:
         self.base = base
         self.head = head
@@ -155,6 +161,8 @@ class _Decode:
         self.max_tokens = max_tokens
         self.k = k
         self.on_token = on_token
+        self.fallback = fallback
+        self.watch: FallbackWatch | None = None  # set at prefill when there is a policy
         self.vocab = base.vocab_size
         self.result = RunResult()
         self.stats = self.result.stats
@@ -183,21 +191,43 @@ class _Decode:
             if max_rows < 1:
                 raise BaseContractError(f"base.max_batch_rows() is {max_rows}; it must be >= 1")
             two_pass = self.head is not None and bool(self.head.needs_last_hidden())
+            drafting = self.head is not None
             while self.budget_left() > 0 and not self.result.stopped:
                 self.stats.rounds += 1
-                if self.head is None:
+                if not drafting:
                     t1, pos = self.plain_step(t1, pos)
-                elif two_pass:
+                    continue
+                before = (self.stats.emitted, self.stats.steps, self.stats.batches,
+                          self.stats.batch_rows, self.stats.drafts_asked, time.perf_counter())
+                if two_pass:
                     t1, pos = self.two_pass_round(t1, pos, max_rows)
                 else:
                     t1, pos = self.one_pass_round(t1, pos, max_rows)
+                if self.watch is not None and self.falls_back(before):
+                    drafting = False
+                    self.stats.fallback_round = self.stats.rounds
+                    self.stats.fallback_emitted = self.stats.emitted
         except ContractError as error:
             error.emitted = list(self.tokens)
             raise
         return self.result
 
+    def falls_back(self, before: tuple) -> bool:
+        """Charge the round just run to the fallback policy; True when drafting stops."""
+        emitted, steps, batches, rows, asked, started = before
+        s = self.stats
+        if s.drafts_asked == asked:  # the head was not asked: plain decode's cost, not counted
+            return False
+        assert self.watch is not None and self.fallback is not None
+        cost = self.fallback.round_cost(
+            steps=s.steps - steps, batches=s.batches - batches, batch_rows=s.batch_rows - rows,
+            drafts_asked=s.drafts_asked - asked, seconds=time.perf_counter() - started,
+            step_seconds=self.watch.step_seconds)
+        return self.watch.losing_round(emitted=s.emitted - emitted, cost=cost)
+
     def prefill(self) -> tuple[int, int]:
         """Step every prompt token; the head gets all their rows. Returns (t1, its position)."""
+        started = time.perf_counter()
         self.base.reset()
         if self.head is not None:
             self.head.reset()
@@ -207,6 +237,10 @@ class _Decode:
             if self.head is not None:
                 rows.append(np.asarray(self.base.last_hidden()))
         self.stats.prefill_steps = len(self.prompt)
+        # the mean step time (from the prefill) is what a measured fallback charges against
+        step_seconds = (time.perf_counter() - started) / len(self.prompt)
+        if self.fallback is not None:
+            self.watch = FallbackWatch(self.fallback, step_seconds)
         if self.head is not None:
             self.head.commit_rows(self.prompt, np.stack(rows), len(self.prompt))
         pos = len(self.prompt)
@@ -226,6 +260,7 @@ class _Decode:
     def propose(self, t1: int, pos: int, room: int, hidden: np.ndarray | None) -> list[int]:
         """Ask the head for up to `room` drafts; cut to the room and check each token."""
         assert self.head is not None
+        self.stats.drafts_asked += 1
         drafts = list(self.head.propose(t1, pos, room, hidden) or ())[:room]
         for slot, draft in enumerate(drafts):
             try:
@@ -322,11 +357,17 @@ def run(
     max_tokens: int,
     k: int,
     on_token: OnToken | None = None,
+    fallback: Fallback | None = None,
 ) -> RunResult:
     """Decode up to `max_tokens` tokens after `prompt`, drafting up to `k` per round with
-    `head` (None: plain decode). The tokens equal `greedy()`'s; only the cost differs."""
+    `head` (None: plain decode). The tokens equal `greedy()`'s; only the cost differs.
+
+    `fallback` (a `onebit.Fallback`) switches the run to plain steps after consecutive rounds
+    that cost more than they emit; `stats.fallback_round` says when."""
     tokens = check_request(base, prompt, max_tokens=max_tokens, k=k)
-    return _Decode(base, head, tokens, max_tokens, k, on_token).run()
+    if fallback is not None and not isinstance(fallback, Fallback):
+        raise ValueError(f"fallback must be a onebit.Fallback or None, got {fallback!r}")
+    return _Decode(base, head, tokens, max_tokens, k, on_token, fallback).run()
 
 
 def greedy(

@@ -45,12 +45,6 @@ def main(args: argparse.Namespace) -> int:
 
     overrides = {field: getattr(args, option) for option, field in SIZE_OPTIONS.items()
                  if getattr(args, option) is not None}
-    if "num_hidden_layers" in overrides and args.kind == "qwen3":
-        overrides["layer_types"] = ("full_attention",) * overrides["num_hidden_layers"]
-    if "num_hidden_layers" in overrides and args.kind == "qwen3_5":
-        pattern = ("linear_attention", "linear_attention", "linear_attention", "full_attention")
-        n = overrides["num_hidden_layers"]
-        overrides["layer_types"] = tuple(pattern[i % 4] for i in range(n))
     try:
         path = fabricate_model(args.dir, args.kind, quantized=args.quantized, seed=args.seed,
                                convention=args.convention, **overrides)

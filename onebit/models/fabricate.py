@@ -59,9 +59,12 @@ def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
         )
     else:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    pattern = tuple(fields["layer_types"])
     fields.update(overrides)
-    if "layer_types" in overrides or "num_hidden_layers" in overrides:
-        fields["layer_types"] = tuple(fields["layer_types"])[: fields["num_hidden_layers"]]
+    if "layer_types" not in overrides:
+        # more (or fewer) layers: repeat the family's pattern (Qwen3.5: linear, linear, full)
+        fields["layer_types"] = tuple(pattern[i % len(pattern)]
+                                      for i in range(fields["num_hidden_layers"]))
     config = ModelConfig(**fields)
     config.validate("tiny_config")
     return config
