@@ -118,7 +118,7 @@ def main() -> None:
     plain_tps = [n / t for t in plain]
     print(f"plain decode {spread(plain_tps)} tokens/s; "
           f"{spread([t / n * 1e3 / bound_ms for t in plain])} x the bound")
-    print(f"speculative k=7 (perfect) / plain: {spread([p / s for p, s in zip(plain, spec)])} "
+    print(f"speculative k=7 (perfect) / plain: {spread([p / s for p, s in zip(plain, spec, strict=True)])} "
           f"x faster; replies sha256 {sorted(shas)}")
 
     # unpack once vs per token (fewer tokens: the slow arm unpacks every weight per token)
@@ -134,7 +134,7 @@ def main() -> None:
                                                .tokens)))
         per_token.append(t)
     print(f"weight cache / per-token unpacking ({m} tokens): "
-          f"{spread([s / c for c, s in zip(cached, per_token)])} x faster; "
+          f"{spread([s / c for c, s in zip(cached, per_token, strict=True)])} x faster; "
           f"replies sha256 {sorted(shas)}")
 
 
