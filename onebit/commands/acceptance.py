@@ -1,0 +1,93 @@
+"""`onebit acceptance`: how many drafts a head gets right against its target, per prompt.
+
+    onebit acceptance --model DIR --head dflash|mtp|ngram [--draft DIR] --prompt-ids FILE
+                      [--tokens N] [--all-positions] [--format md|json]
+
+A thin face over `onebit.tools.acceptance.score`. Bad input (a prompt file that is empty or
+malformed, a token id past the vocabulary, a model or draft that does not load or does not
+fit) prints one line on stderr and exits 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from onebit.tools.inputs import HEADS
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "acceptance",
+        help="score a draft head against its target's greedy text, prompt by prompt",
+        description="Runs the target greedily on each prompt (one line of token ids each), "
+        "then asks the head for drafts position by position as a speculative loop would, and "
+        "reports passes, accepted drafts, accepted and tokens per pass, the first draft's hit "
+        "rate and the histogram of accepted per pass.",
+    )
+    add_common_options(parser)
+    parser.add_argument("--k", type=int, default=None,
+                        help="drafts asked for per pass (default: a DFlash block's B - 1, "
+                        "else 7)")
+    parser.add_argument("--all-positions", action="store_true",
+                        help="draft from every position, not only where a speculative loop "
+                        "would start a pass")
+    parser.add_argument("--format", choices=("md", "json"), default="md")
+    return parser
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """The options `acceptance` and `sweep` share: target, head, draft, prompts, tokens."""
+    parser.add_argument("--model", required=True, metavar="DIR",
+                        help="the target model directory (Q4NX container or HF checkpoint)")
+    parser.add_argument("--head", required=True, choices=HEADS)
+    parser.add_argument("--draft", metavar="DIR", default=None,
+                        help="the draft's directory (config.json + *.safetensors), for "
+                        "dflash and mtp")
+    parser.add_argument("--prompt-ids", required=True, metavar="FILE",
+                        help="prompts, one per line, as token ids separated by spaces or commas")
+    parser.add_argument("--tokens", type=int, default=64,
+                        help="greedy tokens after each prompt (default 64)")
+    parser.add_argument("--ngram-n", type=int, default=3,
+                        help="the n-gram head's longest match (default 3)")
+
+
+def fail(command: str, error: BaseException) -> int:
+    """Print `error` as one line on stderr; the exit status of bad input."""
+    message = " ".join(str(error).split()) or type(error).__name__
+    print(f"onebit {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(args: argparse.Namespace) -> int:
+    from onebit.tools.acceptance import score
+    from onebit.tools.inputs import (
+        ToolInputError,
+        load_target,
+        make_head,
+        natural_k,
+        read_prompt_ids,
+    )
+    from onebit.tools.progress import Progress
+
+    try:
+        if args.tokens < 1:
+            raise ToolInputError(f"--tokens must be >= 1, got {args.tokens}")
+        if args.k is not None and args.k < 1:
+            raise ToolInputError(f"--k must be >= 1, got {args.k}")
+        target = load_target(args.model)
+        prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
+        head = make_head(args.head, target, draft=args.draft, k=args.k or 8,
+                         ngram_n=args.ngram_n)
+        k = args.k or natural_k(head)
+        progress = Progress(len(prompts) * args.tokens, "acceptance")
+        try:
+            report = score(target, head, prompts, tokens=args.tokens, k=k,
+                           all_positions=args.all_positions, head_name=args.head,
+                           model_name=str(args.model), progress=progress)
+        finally:
+            progress.close()
+    except (ValueError, OSError) as error:
+        return fail("acceptance", error)
+    print(report.to_json() if args.format == "json" else report.to_markdown())
+    return 0

@@ -1,0 +1,70 @@
+"""`onebit sweep`: the loop at k = 1 .. 8 (or any range) for a head on a base, timed.
+
+    onebit sweep --model DIR --head dflash|mtp|ngram [--draft DIR] --prompt-ids FILE
+                 [--tokens N] [--k 1..8] [--repeats R] [--plot FILE.png] [--format md|json]
+
+One row per k (accepted, proposed, batches, steps, passes per token, tokens per pass, ms per
+token as the median of the repeats with their spread), a plain decode row, the break-even k
+and the best k (see `onebit.tools.sweep`). `--plot` needs matplotlib (optional); without it
+the plot is skipped with a message and the table is still printed. Bad input prints one line
+on stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from onebit.commands.acceptance import add_common_options, fail
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "sweep",
+        help="run the loop at a range of k with a head, count passes and time tokens",
+        description="For each k, decodes --tokens tokens after every prompt with the head, "
+        "--repeats times; prints exact pass counts, the median time per token with its "
+        "spread, plain decode's, the break-even k and the best k.",
+    )
+    add_common_options(parser)
+    parser.add_argument("--k", default="1..8", metavar="RANGE",
+                        help="the ks: a range 1..8, a list 1,2,4, or both (default 1..8)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs per k (default 3); the median is shown")
+    parser.add_argument("--plot", metavar="FILE.png", default=None,
+                        help="also draw passes and ms per token against k (needs matplotlib)")
+    parser.add_argument("--format", choices=("md", "json"), default="md")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from onebit.tools.inputs import ToolInputError, load_target, make_head, read_prompt_ids
+    from onebit.tools.progress import Progress
+    from onebit.tools.sweep import parse_ks, plot, sweep
+
+    try:
+        ks = parse_ks(args.k)
+        if args.tokens < 1:
+            raise ToolInputError(f"--tokens must be >= 1, got {args.tokens}")
+        if args.repeats < 1:
+            raise ToolInputError(f"--repeats must be >= 1, got {args.repeats}")
+        target = load_target(args.model)
+        prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
+        head = make_head(args.head, target, draft=args.draft, k=max(ks), ngram_n=args.ngram_n)
+        progress = Progress((len(ks) + 1) * args.repeats * len(prompts), "sweep")
+        try:
+            report = sweep(target, head, prompts, ks=ks, tokens=args.tokens,
+                           repeats=args.repeats, head_name=args.head,
+                           model_name=str(args.model), progress=progress)
+        finally:
+            progress.close()
+    except (ValueError, OSError) as error:
+        return fail("sweep", error)
+    print(report.to_json() if args.format == "json" else report.to_markdown())
+    if args.plot:
+        why = plot(report, args.plot)
+        if why:
+            print(f"onebit sweep: plot skipped: {why}", file=sys.stderr)
+        else:
+            print(f"onebit sweep: plot written to {args.plot}", file=sys.stderr)
+    return 0

@@ -1,0 +1,260 @@
+"""The k sweep: what drafting k tokens per round costs and saves, for a head on a base.
+
+For each k the loop (`onebit.run`) decodes `tokens` tokens after every prompt, `repeats`
+times. A row sums the prompts:
+
+    k | accepted | proposed | batches | steps | passes per token | tokens per pass | ms per token
+
+The pass counts are exact (and identical in every repeat: the run is deterministic). The time
+is a measurement: decode time only (from the end of the prompt's last prefill step to the end
+of the run, so the head's work on the prompt is left out with the prefill), per emitted token;
+each repeat gives one value, the row shows their median and spread (min .. max). A plain
+decode row (no head) is measured the same way, as the baseline.
+
+Two ks are named:
+- **break-even k**: the smallest k whose median ms per token is below plain decode's, i.e.
+  from where on drafting pays for itself (None if no k does);
+- **best k**: the k with the lowest median ms per token, i.e. where ms per token stops
+  improving as k grows.
+On a host forward a batch of k + 1 rows costs nearly k + 1 steps, so speculation rarely pays
+there: the sweep shows it rather than assuming it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import median
+
+import onebit
+from onebit.protocols import BaseModel, DraftHead
+
+
+@dataclass
+class SweepRow:
+    k: int | None  # None: plain decode
+    accepted: int
+    proposed: int
+    batches: int
+    steps: int
+    emitted: int
+    ms_per_token: list[float] = field(default_factory=list)  # one per repeat
+
+    @property
+    def passes(self) -> int:
+        return self.steps + self.batches
+
+    @property
+    def passes_per_token(self) -> float:
+        return self.passes / self.emitted if self.emitted else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.emitted / self.passes if self.passes else 0.0
+
+    @property
+    def ms_median(self) -> float:
+        return median(self.ms_per_token)
+
+    @property
+    def ms_spread(self) -> tuple[float, float]:
+        return min(self.ms_per_token), max(self.ms_per_token)
+
+    def to_dict(self) -> dict:
+        lo, hi = self.ms_spread
+        return {"k": self.k, "accepted": self.accepted, "proposed": self.proposed,
+                "batches": self.batches, "steps": self.steps, "emitted": self.emitted,
+                "passes_per_token": self.passes_per_token,
+                "tokens_per_pass": self.tokens_per_pass,
+                "ms_per_token": self.ms_median, "ms_per_token_min": lo, "ms_per_token_max": hi,
+                "ms_per_token_repeats": self.ms_per_token}
+
+
+@dataclass
+class SweepReport:
+    head: str
+    model: str
+    tokens: int
+    prompts: int
+    repeats: int
+    plain: SweepRow
+    rows: list[SweepRow]
+    max_batch_rows: int | None = None
+
+    @property
+    def break_even_k(self) -> int | None:
+        """The smallest k whose median ms per token beats plain decode's."""
+        for row in self.rows:
+            if row.ms_median < self.plain.ms_median:
+                return row.k
+        return None
+
+    @property
+    def best_k(self) -> int | None:
+        """The k with the lowest median ms per token."""
+        return min(self.rows, key=lambda r: r.ms_median).k if self.rows else None
+
+    def to_dict(self) -> dict:
+        return {"head": self.head, "model": self.model, "tokens": self.tokens,
+                "prompts": self.prompts, "repeats": self.repeats,
+                "max_batch_rows": self.max_batch_rows,
+                "plain": self.plain.to_dict(), "rows": [r.to_dict() for r in self.rows],
+                "break_even_k": self.break_even_k, "best_k": self.best_k}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"## k sweep: {self.head} head on {self.model}",
+            "",
+            f"{self.prompts} prompt(s) x {self.tokens} tokens, time = median of "
+            f"{self.repeats} repeat(s) (min .. max)",
+            "",
+            "| k | accepted | proposed | batches | steps | passes per token | "
+            "tokens per pass | ms per token |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in [self.plain, *self.rows]:
+            lo, hi = row.ms_spread
+            name = "plain" if row.k is None else str(row.k)
+            lines.append(
+                f"| {name} | {row.accepted} | {row.proposed} | {row.batches} | {row.steps} | "
+                f"{row.passes_per_token:.3f} | {row.tokens_per_pass:.2f} | "
+                f"{row.ms_median:.3f} ({lo:.3f} .. {hi:.3f}) |"
+            )
+        be = self.break_even_k
+        lines += [
+            "",
+            f"Break-even k (smallest k faster than plain decode): "
+            f"{'none' if be is None else be}. Best k (lowest ms per token): {self.best_k}.",
+        ]
+        if self.max_batch_rows is not None and max(r.k or 0 for r in self.rows) >= (
+                self.max_batch_rows):
+            lines.append(f"The base verifies at most {self.max_batch_rows} rows: a one-pass "
+                         f"round drafts at most {self.max_batch_rows - 1}, a two-pass round "
+                         f"{self.max_batch_rows}; a larger k is cut to that.")
+        return "\n".join(lines)
+
+
+class _DecodeClock:
+    """Wraps the base: notes the time the prompt's last prefill step returns."""
+
+    def __init__(self, base: BaseModel, prompt_len: int) -> None:
+        self._base = base
+        self._prompt_len = prompt_len
+        self.decode_start: float | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self._base, name)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._base.vocab_size
+
+    def step(self, token: int, pos: int):
+        logits = self._base.step(token, pos)
+        if pos == self._prompt_len - 1:
+            self.decode_start = time.perf_counter()
+        return logits
+
+
+def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequence[int]], *,
+               tokens: int, k: int) -> tuple[list[int], float]:
+    """Run every prompt once at this k (head None: plain decode). Returns the summed counts
+    (accepted, proposed, batches, steps, emitted) and the decode seconds."""
+    counts = [0, 0, 0, 0, 0]
+    seconds = 0.0
+    for prompt in prompts:
+        clock = _DecodeClock(base, len(prompt))
+        result = onebit.run(clock, head, prompt, max_tokens=tokens, k=k)
+        end = time.perf_counter()
+        seconds += end - (clock.decode_start or end)
+        s = result.stats
+        for i, value in enumerate((s.accepted, s.proposed, s.batches, s.steps, s.emitted)):
+            counts[i] += value
+    return counts, seconds
+
+
+def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *, ks: Sequence[int],
+          tokens: int, repeats: int = 3, head_name: str = "", model_name: str = "",
+          progress=None) -> SweepReport:
+    """The sweep over `ks` and the plain decode baseline (see the module docstring).
+
+    One untimed warm-up run comes first (compiled kernels, caches); then each repeat runs
+    plain decode and every k in turn, so a machine that slows down or speeds up during the
+    sweep moves every row alike instead of the last ones."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not ks or any(k < 1 for k in ks):
+        raise ValueError(f"every k must be >= 1, got {list(ks)}")
+    timed_runs(base, head, prompts[:1], tokens=min(tokens, 8), k=max(ks))  # warm-up
+    arms: list[int | None] = [None, *ks]
+    rows: dict[int | None, SweepRow] = {}
+    for _ in range(repeats):
+        for k in arms:
+            counts, seconds = timed_runs(base, None if k is None else head, prompts,
+                                         tokens=tokens, k=k or 0)
+            row = rows.setdefault(k, SweepRow(k, *counts))
+            if [row.accepted, row.proposed, row.batches, row.steps, row.emitted] != counts:
+                raise RuntimeError(f"the pass counts at k = {k} changed between repeats: the "
+                                   "run is not deterministic")
+            row.ms_per_token.append(1000.0 * seconds / counts[4] if counts[4] else 0.0)
+            if progress is not None:
+                progress.advance(len(prompts))
+    return SweepReport(head_name or type(head).__name__, model_name, tokens, len(prompts),
+                       repeats, rows[None], [rows[k] for k in ks],
+                       max_batch_rows=int(base.max_batch_rows()))
+
+
+def parse_ks(text: str) -> list[int]:
+    """`"1..8"`, `"1,2,4"`, `"3"` or a mix (`"1..3,8"`) -> sorted distinct ks >= 1."""
+    ks: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        try:
+            if ".." in part:
+                lo, hi = part.split("..", 1)
+                if int(lo) > int(hi):
+                    raise ValueError
+                ks.update(range(int(lo), int(hi) + 1))
+            else:
+                ks.add(int(part))
+        except ValueError:
+            raise ValueError(f"--k {text!r}: expected a range like 1..8 or a list like "
+                             "1,2,4") from None
+    if not ks or min(ks) < 1:
+        raise ValueError(f"--k {text!r}: every k must be >= 1")
+    return sorted(ks)
+
+
+def plot(report: SweepReport, path: str) -> str | None:
+    """Write a PNG of passes per token and ms per token against k; returns None, or why the
+    plot was skipped (matplotlib is an optional dependency)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install matplotlib)"
+    ks = [r.k for r in report.rows]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(6, 6))
+    top.plot(ks, [r.passes_per_token for r in report.rows], "o-", label=report.head)
+    top.axhline(report.plain.passes_per_token, color="grey", ls="--", label="plain decode")
+    top.set_ylabel("base passes per token")
+    top.legend()
+    medians = [r.ms_median for r in report.rows]
+    lows = [m - r.ms_spread[0] for m, r in zip(medians, report.rows, strict=True)]
+    highs = [r.ms_spread[1] - m for m, r in zip(medians, report.rows, strict=True)]
+    bottom.errorbar(ks, medians, yerr=[lows, highs], fmt="o-", capsize=3, label=report.head)
+    bottom.axhline(report.plain.ms_median, color="grey", ls="--", label="plain decode")
+    bottom.set_ylabel("ms per token (median, min..max)")
+    bottom.set_xlabel("k (drafts per round)")
+    bottom.legend()
+    fig.suptitle(f"k sweep: {report.head} head, {report.prompts} prompt(s) x {report.tokens}")
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return None
