@@ -13,12 +13,18 @@ HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
 CATALOGUE = ROOT / "mutants"
 
+# A module name the outer session cannot already hold (tests/toy_base has a test_contract):
+# in-process runs share sys.modules with it.
+CONTRACT_FILE_NAME = "test_loop_held_in_process"
 CONTRACT_TEST = """
 from pytest_onebit import LoopContract
 
 class TestLoop(LoopContract):
     pass
 """
+
+
+CONTRACT_FILE = {CONTRACT_FILE_NAME: CONTRACT_TEST}
 
 
 def failed_checks(output: str) -> set[str]:
@@ -106,7 +112,7 @@ BROKEN = {
 def test_suite_fails_a_broken_loop_naming_the_invariant(pytester, mutant):
     """--onebit-loop pointed at a deliberately broken loop makes the contract suite fail, and
     the failing test ids name the invariant that loop breaks."""
-    pytester.makepyfile(test_contract=CONTRACT_TEST)
+    pytester.makepyfile(**CONTRACT_FILE)
     pytester.syspathinsert()
     spec = broken_loop(pytester, mutant)
     # In-process (the plugin is already imported) to spare an interpreter start per loop.
@@ -119,7 +125,7 @@ def test_suite_fails_a_broken_loop_naming_the_invariant(pytester, mutant):
 def test_suite_passes_a_differently_written_correct_loop(pytester):
     """The suite tests the contract, not onebit's way of writing it: an independent correct
     loop passes every check."""
-    pytester.makepyfile(test_contract=CONTRACT_TEST)
+    pytester.makepyfile(**CONTRACT_FILE)
     shutil.copy(HERE / "alt_loop.py", pytester.path / "alt_loop.py")
     pytester.syspathinsert()
     result = pytester.runpytest_inprocess("--onebit-loop=alt_loop:run", "-q", "-p",
