@@ -18,6 +18,14 @@ from onebit.heads.dflash import (
     tiny_dflash_config,
 )
 from onebit.heads.errors import DraftError, DraftFileError, DraftMismatchError
+from onebit.heads.mtp import (
+    MTPConfig,
+    MTPDraft,
+    MTPHead,
+    fabricate_mtp,
+    load_mtp,
+    tiny_mtp_config,
+)
 from onebit.heads.ngram import NgramHead
 
 __all__ = [
@@ -27,8 +35,14 @@ __all__ = [
     "DraftError",
     "DraftFileError",
     "DraftMismatchError",
+    "MTPConfig",
+    "MTPDraft",
+    "MTPHead",
     "NgramHead",
     "fabricate_dflash",
+    "fabricate_mtp",
     "load_dflash",
+    "load_mtp",
     "tiny_dflash_config",
+    "tiny_mtp_config",
 ]

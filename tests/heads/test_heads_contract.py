@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 import onebit
-from onebit.heads import NgramHead, fabricate_dflash, load_dflash
+from onebit.heads import NgramHead, fabricate_dflash, fabricate_mtp, load_dflash, load_mtp
 
 PROMPTS = {
     "plain": [1, 2, 3, 4],
     "repetitive": [189, 190] * 4,
 }
 N = 40
-HEADS = ("ngram", "ngram-two-pass", "dflash")
+HEADS = ("ngram", "ngram-two-pass", "dflash", "mtp")
 
 
 def make_head(name, target, tmp_path):
@@ -25,6 +25,8 @@ def make_head(name, target, tmp_path):
         return NgramHead(n=3, k=8, two_pass=True)
     if name == "dflash":
         return load_dflash(fabricate_dflash(tmp_path / "draft", target, block_size=5), target)
+    if name == "mtp":
+        return load_mtp(fabricate_mtp(tmp_path / "mtp", target), target)
     raise ValueError(name)
 
 

@@ -8,7 +8,13 @@ import json
 import pytest
 
 import onebit
-from onebit.heads import NgramHead, fabricate_dflash
+from onebit.heads import (
+    NgramHead,
+    fabricate_dflash,
+    fabricate_mtp,
+    load_dflash,
+    load_mtp,
+)
 from onebit.tools.acceptance import Tally, score, score_prompt
 from onebit.tools.inputs import ToolInputError, read_prompt_ids
 from pytest_onebit.heads import Oracle, garbage_head, half_head, perfect_head
@@ -43,14 +49,23 @@ def test_half_and_garbage_heads(target):
     assert garbage.histogram == [N - 1]
 
 
-@pytest.mark.parametrize("two_pass", [False, True])
-@pytest.mark.parametrize("k", [1, 3, 7])
-def test_speculative_walk_is_what_the_loop_does(target, data, k, two_pass):
-    """For the n-gram head (one- or two-pass), the walk accepts exactly what onebit.run
+def make(name, target, tmp_path):
+    if name == "dflash":
+        return load_dflash(fabricate_dflash(tmp_path / "d", target, block_size=5), target)
+    if name == "mtp":
+        return load_mtp(fabricate_mtp(tmp_path / "m", target), target)
+    return NgramHead(n=3, k=8, two_pass=name == "ngram-two-pass")
+
+
+@pytest.mark.parametrize("k", [1, 7])
+@pytest.mark.parametrize("name", ["ngram", "ngram-two-pass", "dflash", "mtp"])
+def test_speculative_walk_is_what_the_loop_does(target, data, tmp_path, name, k):
+    """For each head (one- and two-pass), the speculative walk accepts exactly what onebit.run
     accepts on the same prompt and budget, in the same rounds (the loop may end with one
-    plain step the walk does not score)."""
-    for prompt in read_prompt_ids(data / "repetitive.txt") + read_prompt_ids(data / "mixed.txt"):
-        head = NgramHead(n=3, k=8, two_pass=two_pass)
+    plain step the walk does not score): the walk asks the head what the loop would."""
+    head = make(name, target, tmp_path)
+    prompts = read_prompt_ids(data / "repetitive.txt")[:2] + read_prompt_ids(data / "mixed.txt")
+    for prompt in prompts[:4]:
         tally = score_prompt(target, head, prompt, tokens=N, k=k)
         stats = onebit.run(target, head, prompt, max_tokens=N, k=k).stats
         assert tally.accepted == stats.accepted
@@ -105,6 +120,11 @@ def test_command_markdown_and_json(cli, model_dir, draft_dir, data):
     doc = json.loads(out)
     assert (doc["k"], doc["walk"], len(doc["prompts"])) == (4, "all-positions", 3)
     assert all(p["passes"] == 7 for p in doc["prompts"])
+    mtp = fabricate_mtp(draft_dir.parent / "mtp", onebit.load_model(model_dir))
+    status, out, err = cli("acceptance", "--model", model_dir, "--head", "mtp", "--draft", mtp,
+                           "--prompt-ids", data / "mixed.txt", "--tokens", 8, "--k", 3)
+    assert (status, err) == (0, "")
+    assert "## Acceptance: mtp head" in out and "k = 3," in out
 
 
 def bad_inputs(tmp_path, model_dir, data):
