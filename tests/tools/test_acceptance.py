@@ -135,8 +135,9 @@ def bad_inputs(tmp_path, model_dir, data):
     big = tmp_path / "big.txt"
     big.write_text("1 2 3\n4 256 6\n")
     good = data / "mixed.txt"
-    misfit = fabricate_dflash(tmp_path / "misfit", onebit.load_model(model_dir),
-                              target_layer_ids=(0, 5))
+    target = onebit.load_model(model_dir)
+    misfit = fabricate_dflash(tmp_path / "misfit", target, target_layer_ids=(0, 5))
+    narrow = fabricate_dflash(tmp_path / "narrow", target, hidden_size=128)
     return [
         (["--head", "ngram", "--prompt-ids", empty], "empty.txt: no prompts"),
         (["--head", "ngram", "--prompt-ids", words], "words.txt:2: 'hello' is not a token id"),
@@ -146,6 +147,8 @@ def bad_inputs(tmp_path, model_dir, data):
         (["--head", "dflash", "--prompt-ids", good], "--head dflash needs --draft DIR"),
         (["--head", "dflash", "--draft", misfit, "--prompt-ids", good],
          "target layers [0, 5]; the target has layers 0..1"),
+        (["--head", "dflash", "--draft", narrow, "--prompt-ids", good],
+         "the DFlash draft has hidden size 128, its target 256"),
         (["--head", "dflash", "--draft", tmp_path, "--prompt-ids", good],
          "config.json: no such file"),
         (["--head", "ngram", "--prompt-ids", good, "--tokens", "0"], "--tokens must be >= 1"),
