@@ -191,10 +191,9 @@ class _Decode:
             if max_rows < 1:
                 raise BaseContractError(f"base.max_batch_rows() is {max_rows}; it must be >= 1")
             two_pass = self.head is not None and bool(self.head.needs_last_hidden())
-            drafting = self.head is not None
             while self.budget_left() > 0 and not self.result.stopped:
                 self.stats.rounds += 1
-                if not drafting:
+                if self.head is None or self.stats.fallback_round is not None:
                     t1, pos = self.plain_step(t1, pos)
                     continue
                 before = (self.stats.emitted, self.stats.steps, self.stats.batches,
@@ -203,8 +202,7 @@ class _Decode:
                     t1, pos = self.two_pass_round(t1, pos, max_rows)
                 else:
                     t1, pos = self.one_pass_round(t1, pos, max_rows)
-                if self.watch is not None and self.falls_back(before):
-                    drafting = False
+                if self.watch is not None and self.falls_back(self.watch, before):
                     self.stats.fallback_round = self.stats.rounds
                     self.stats.fallback_emitted = self.stats.emitted
         except ContractError as error:
@@ -212,18 +210,17 @@ class _Decode:
             raise
         return self.result
 
-    def falls_back(self, before: tuple) -> bool:
+    def falls_back(self, watch: FallbackWatch, before: tuple) -> bool:
         """Charge the round just run to the fallback policy; True when drafting stops."""
         emitted, steps, batches, rows, asked, started = before
         s = self.stats
         if s.drafts_asked == asked:  # the head was not asked: plain decode's cost, not counted
             return False
-        assert self.watch is not None and self.fallback is not None
-        cost = self.fallback.round_cost(
+        cost = watch.policy.round_cost(
             steps=s.steps - steps, batches=s.batches - batches, batch_rows=s.batch_rows - rows,
             drafts_asked=s.drafts_asked - asked, seconds=time.perf_counter() - started,
-            step_seconds=self.watch.step_seconds)
-        return self.watch.losing_round(emitted=s.emitted - emitted, cost=cost)
+            step_seconds=watch.step_seconds)
+        return watch.losing_round(emitted=s.emitted - emitted, cost=cost)
 
     def prefill(self) -> tuple[int, int]:
         """Step every prompt token; the head gets all their rows. Returns (t1, its position)."""

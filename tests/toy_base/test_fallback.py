@@ -131,3 +131,35 @@ def test_fallback_must_be_a_policy():
     with pytest.raises(ValueError, match="fallback must be a onebit.Fallback or None, got 3"):
         onebit.run(base, None, PROMPT, max_tokens=3, k=2, fallback=3)
     assert base.steps == 0
+
+
+def test_drafting_cost_decides_a_close_round():
+    """Each round is charged its own call to the head, not the run's running total: a
+    perfect k = 1 round (2 tokens for 1.95 steps: one 2-row batch at row_cost 0.9 plus one
+    call at 0.05) wins every time, however long the run."""
+    result, _, _ = spec(perfect_head, "one-pass", Fallback(window=3, row_cost=0.9), k=1)
+    assert result.stats.fallback_round is None
+    result, _, _ = spec(perfect_head, "one-pass", Fallback(window=3, row_cost=0.96), k=1)
+    assert result.stats.fallback_round == 3  # 2.01 steps for 2 tokens: a loss
+
+
+class DeviceLikeBase(ToyBase):
+    """A toy that takes the time a device would: 2 ms a step, 2.4 ms a batch of any width."""
+
+    def step(self, token, pos):
+        time.sleep(0.002)
+        return super().step(token, pos)
+
+    def verify(self, tokens, pos):
+        time.sleep(0.0024)
+        return super().verify(tokens, pos)
+
+
+def test_measured_cost_keeps_a_paying_head():
+    """Measured on a base whose batch costs about a step, a perfect head's rounds (8 tokens
+    for about 1.2 steps of time) win, and the run never falls back."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 30)
+    result = onebit.run(DeviceLikeBase(), perfect_head(oracle), PROMPT, max_tokens=24, k=7,
+                        fallback=Fallback(window=1, measured=True))
+    assert result.stats.fallback_round is None
+    assert result.stats.batches == 3
