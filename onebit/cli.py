@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prove", "mutants", "mutmut", "fabricate")
+COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep")
 
 
 def build_parser() -> argparse.ArgumentParser:
