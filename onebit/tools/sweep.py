@@ -183,15 +183,17 @@ def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
           progress=None) -> SweepReport:
     """The sweep over `ks` and the plain decode baseline (see the module docstring).
 
-    One untimed warm-up run comes first (compiled kernels, caches); then each repeat runs
-    plain decode and every k in turn, so a machine that slows down or speeds up during the
-    sweep moves every row alike instead of the last ones."""
+    Every arm (plain decode and each k) first runs the first prompt once untimed (compiled
+    kernels, caches, first-use costs); then each repeat runs plain decode and every k in
+    turn, so a machine that slows down or speeds up during the sweep moves every row alike
+    instead of the last ones."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if not ks or any(k < 1 for k in ks):
         raise ValueError(f"every k must be >= 1, got {list(ks)}")
-    timed_runs(base, head, prompts[:1], tokens=min(tokens, 8), k=max(ks))  # warm-up
     arms: list[int | None] = [None, *ks]
+    for k in arms:  # warm-up, untimed
+        timed_runs(base, None if k is None else head, prompts[:1], tokens=tokens, k=k or 0)
     rows: dict[int | None, SweepRow] = {}
     for _ in range(repeats):
         for k in arms:
