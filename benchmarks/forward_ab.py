@@ -118,8 +118,9 @@ def main() -> None:
     plain_tps = [n / t for t in plain]
     print(f"plain decode {spread(plain_tps)} tokens/s; "
           f"{spread([t / n * 1e3 / bound_ms for t in plain])} x the bound")
-    print(f"speculative k=7 (perfect) / plain: {spread([p / s for p, s in zip(plain, spec, strict=True)])} "
-          f"x faster; replies sha256 {sorted(shas)}")
+    speedups = [p / s for p, s in zip(plain, spec, strict=True)]
+    print(f"speculative k=7 (perfect) / plain: {spread(speedups)} x faster; "
+          f"replies sha256 {sorted(shas)}")
 
     # unpack once vs per token (fewer tokens: the slow arm unpacks every weight per token)
     m = max(4, n // 4)
