@@ -2,20 +2,35 @@
 
 Batch invariance (design/forward.md) needs each row's result to be independent of how many
 rows share the call: a verify batch of 8 rows must give, row for row, the bits a 1-row step
-gives. numpy's `X @ W.T` does not (BLAS picks a different blocking for 1 and 8 rows), so both
-kernels here compute each row with the same code whatever the batch:
+gives. numpy's `X @ W.T` does not (BLAS picks a different blocking for 1 and 8 rows), so the
+kernels here compute each (row, output) dot product by one fixed formula whatever the batch:
 
-- "numba": a compiled kernel, parallel over blocks of output features (for weights of 1M
-  entries or more; smaller ones run on one thread); for each output feature it runs the same
-  dot-product loop over every row, so a row's bits cannot depend on the others, and the weight
-  row is read from memory once for all rows. Measured on the 2-core box (float32, quiet
-  moments; the box is shared and timings swing by 10x under load): at 4096 x 4096 one row
-  1.2-1.5 ms like BLAS gemv, 8 rows 5.5-7.4 ms, where 8 gemv calls cost 9.8 ms; at
-  8192 x 1024, 8 rows 2.4 ms against 4.7 ms.
+- "numba": a register-tiled compiled kernel (below), parallel over blocks of output features
+  for weights of 1M entries or more (smaller ones run on one thread). Each tile holds up to
+  8 rows x 3 outputs of vector accumulators, so every weight vector loaded feeds up to 8 FMAs
+  and every row vector 3. Measured single-threaded on the 2-core box, float32 4096 x 1024
+  (`benchmarks/kernel_ab.py`, median): one row 0.57 ms, as the earlier per-row kernel
+  (memory-bound); 8 rows 0.89 ms, 1.55x a row, where the per-row kernel took 1.93 ms (3.4x);
+  16 rows 2.1 ms against 4.5. The price is compile time on first use: about 2.5 s per dtype
+  for the serial build and as much again for the parallel one (the per-row kernel: 0.5 s).
 - "numpy": one BLAS gemv per row, `W @ X[r]` (no extra dependency; verify costs n steps).
 
 "auto" is numba when it imports, else numpy. The two kernels differ from each other in the
 last bits; a model uses one kernel for both its step and its verify, which is what matters.
+
+How the tiled kernel stays batch-invariant. The result for (row r, output o) is, exactly:
+
+    V = 64 bytes / itemsize lanes (16 for float32, 8 for float64), n_main = n_in - n_in % V
+    acc[l] = fma(W[o, i+l], X[r, i+l], acc[l])   for i = 0, V, 2V, .. < n_main, all l at once
+    s = tree(acc)            halve the vector and add the halves lane by lane until one lane
+    s = fma(W[o, j], X[r, j], s)   for j = n_main .. n_in-1, in order
+
+The code spells this out with LLVM vector types and the `llvm.fma` intrinsic, and it is
+compiled WITHOUT fastmath, so LLVM may not reassociate, contract or reorder any of it: the
+value is fixed by the IR, not by how a particular loop happens to be vectorised. Every tile
+shape (8x3, the remainder tiles with 1..7 rows, the 1-output tiles at a block's edge) runs the
+same formula per (row, output), so the tile a row lands in, and therefore R, cannot change its
+bits. Parallelism splits the outputs, never an (row, output) sum.
 """
 
 from __future__ import annotations
@@ -43,12 +58,22 @@ def numpy_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
 # compiled loop and batch invariance holds.
 PARALLEL_MIN_WEIGHTS = 1 << 20
 
+# The tiled kernel's shape. TILE_ROWS x TILE_OUTS vector accumulators (24 of the 32 AVX-512
+# registers) per tile; BLOCK_OUTS outputs per parallel task (a multiple of TILE_OUTS). These
+# change speed only, never bits (see the module docstring).
+TILE_ROWS = 8
+TILE_OUTS = 3
+BLOCK_OUTS = 24
+VECTOR_BYTES = 64
+TILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 _numba_kernels: dict[bool, Callable] = {}
 
 
 def _numba_kernel(parallel: bool) -> Callable:
-    """The compiled kernel (built on first use; not cached on disk, where numba would not
-    tell the parallel and the serial build of one closure apart)."""
+    """The simple per-row kernel (the earlier "numba"; kept as the benchmark's baseline and for
+    dtypes the tiled kernel does not handle). Built on first use; not cached on disk, where
+    numba would not tell the parallel and the serial build of one closure apart."""
     kernel = _numba_kernels.get(parallel)
     if kernel is not None:
         return kernel
@@ -76,11 +101,211 @@ def _numba_kernel(parallel: bool) -> Callable:
     return rows_kernel
 
 
-def numba_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """`[R, out]` from the compiled per-row kernel."""
+def numba_simple_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`[R, out]` from the simple per-row kernel (baseline; batch-invariant but slower)."""
     rows = np.ascontiguousarray(rows, dtype=weight.dtype)
     out = np.empty((rows.shape[0], weight.shape[0]), dtype=weight.dtype)
     _numba_kernel(weight.size >= PARALLEL_MIN_WEIGHTS)(weight, rows, out)
+    return out
+
+
+# -- the tiled kernel --------------------------------------------------------------------------
+
+_tiled_kernels: dict[object, Callable] = {}
+_tiled_parts: dict[str, object] = {}
+
+
+def _tiled_intrinsics() -> dict[str, object]:
+    """The vector type and the four operations the tiles are written in (built once)."""
+    if _tiled_parts:
+        return _tiled_parts
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic, models, register_model
+
+    class Vec(types.Type):
+        """An LLVM vector of `n` floats: one accumulator of the tiled kernel."""
+
+        def __init__(self, dtype, n):
+            self.dtype, self.n = dtype, n
+            super().__init__(name=f"onebit.Vec{n}x{dtype}")
+
+    @register_model(Vec)
+    class VecModel(models.PrimitiveModel):
+        def __init__(self, dmm, fe_type):
+            element = dmm.lookup(fe_type.dtype).get_value_type()
+            super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.n))
+
+    def vec_of(arr):
+        if not (
+            isinstance(arr, types.Array)
+            and arr.ndim == 1
+            and arr.layout == "C"
+            and arr.dtype in (types.float32, types.float64)
+        ):
+            return None
+        return Vec(arr.dtype, VECTOR_BYTES * 8 // arr.dtype.bitwidth)
+
+    @intrinsic
+    def vload(typingctx, arr, idx):
+        """`arr[idx : idx + n]` as one vector (unaligned load; the caller keeps it in range)."""
+        vt = vec_of(arr)
+        if vt is None or not isinstance(idx, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            vptr = builder.bitcast(ptr, context.get_value_type(sig.return_type).as_pointer())
+            return builder.load(vptr, align=sig.args[0].dtype.bitwidth // 8)
+
+        return vt(arr, idx), codegen
+
+    @intrinsic
+    def vzero(typingctx, arr):
+        """A zero vector of `arr`'s element type."""
+        vt = vec_of(arr)
+        if vt is None:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return ir.Constant(context.get_value_type(sig.return_type), None)
+
+        return vt(arr), codegen
+
+    @intrinsic
+    def fma(typingctx, a, b, c):
+        """`a * b + c` rounded once (`llvm.fma`), lane by lane for vectors."""
+        if not (a == b == c):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ty = args[0].type
+            if isinstance(ty, ir.VectorType):
+                name = f"llvm.fma.v{ty.count}{ty.element.intrinsic_name}"
+            else:
+                name = f"llvm.fma.{ty.intrinsic_name}"
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty] * 3), name)
+            return builder.call(fn, args)
+
+        return a(a, b, c), codegen
+
+    @intrinsic
+    def vsum(typingctx, v):
+        """The lanes' sum by a fixed tree: add the upper half to the lower half, repeat."""
+        if not isinstance(v, Vec):
+            return None
+
+        def codegen(context, builder, sig, args):
+            x, n = args[0], sig.args[0].n
+            i32 = ir.IntType(32)
+            while n > 1:
+                h = n // 2
+                lo = builder.shuffle_vector(
+                    x, x, ir.Constant(ir.VectorType(i32, h), list(range(h)))
+                )
+                hi = builder.shuffle_vector(
+                    x, x, ir.Constant(ir.VectorType(i32, h), list(range(h, n)))
+                )
+                x, n = builder.fadd(lo, hi), h
+            return builder.extract_element(x, ir.Constant(i32, 0))
+
+        return v.dtype(v), codegen
+
+    _tiled_parts.update(vload=vload, vzero=vzero, fma=fma, vsum=vsum)
+    return _tiled_parts
+
+
+def _tile_lines(n_rows: int, n_outs: int, indent: str) -> list[str]:
+    """Source lines of one tile: rows r..r+n_rows-1 times outputs o..o+n_outs-1, each (row,
+    output) by the module docstring's formula. Output indices past the last output are clamped
+    to it: that output is then computed twice, by the same formula, and written twice with the
+    same bits."""
+    pairs = [(r, o) for r in range(n_rows) for o in range(n_outs)]
+    t = f"_{n_rows}"  # names local to this tile; w0.. and p0.. are the driver's
+    s = [f"x{r}{t} = rows[r + {r}]" for r in range(n_rows)]
+    s += [f"a{r}_{o}{t} = vzero(w0)" for r, o in pairs]
+    s += ["for i in range(0, n_main, step):"]
+    s += [f"    v{o}{t} = vload(w{o}, i)" for o in range(n_outs)]
+    for r in range(n_rows):
+        s += [f"    y{r}{t} = vload(x{r}{t}, i)"]
+        s += [f"    a{r}_{o}{t} = fma(v{o}{t}, y{r}{t}, a{r}_{o}{t})" for o in range(n_outs)]
+    s += [f"s{r}_{o}{t} = vsum(a{r}_{o}{t})" for r, o in pairs]
+    s += ["for j in range(n_main, n_in):"]
+    s += [f"    s{r}_{o}{t} = fma(w{o}[j], x{r}{t}[j], s{r}_{o}{t})" for r, o in pairs]
+    s += [f"out[r + {r}, p{o}] = s{r}_{o}{t}" for r, o in pairs]
+    return [indent + line for line in s]
+
+
+def _kernel_source() -> str:
+    """Source of the kernel for outputs o_lo..o_hi-1: tiles of TILE_OUTS outputs, tiles of
+    TILE_ROWS rows, then the remaining rows by tiles of 4, 2 and 1 (one
+    straight-line body per tile size, so LLVM keeps every accumulator in a register)."""
+    s = [
+        "def tiled_block(weight, rows, out, o_lo, o_hi):",
+        "    n_out, n_in = weight.shape",
+        "    n_rows = rows.shape[0]",
+        "    last = n_out - 1",
+        f"    step = {VECTOR_BYTES} // weight.itemsize",
+        "    n_main = n_in - n_in % step",
+        f"    for o in range(o_lo, o_hi, {TILE_OUTS}):",
+        *[f"        p{k} = min(o + {k}, last)" for k in range(TILE_OUTS)],
+        *[f"        w{k} = weight[p{k}]" for k in range(TILE_OUTS)],
+        "        r = 0",
+        f"        while r + {TILE_ROWS} <= n_rows:",
+    ]
+    s += _tile_lines(TILE_ROWS, TILE_OUTS, " " * 12)
+    s += [f"            r += {TILE_ROWS}"]
+    k = TILE_ROWS // 2
+    while k >= 1:
+        s += [f"        if r + {k} <= n_rows:"]
+        s += _tile_lines(k, TILE_OUTS, " " * 12)
+        s += [f"            r += {k}"]
+        k //= 2
+    return "\n".join(s)
+
+
+def _tiled_kernel(parallel: bool) -> Callable:
+    """The compiled tiled kernel (built on first use, like `_numba_kernel`)."""
+    kernel = _tiled_kernels.get(parallel)
+    if kernel is not None:
+        return kernel
+    from numba import njit, prange
+
+    block = _tiled_kernels.get("block")
+    if block is None:
+        namespace: dict[str, object] = dict(_tiled_intrinsics())
+        exec(_kernel_source(), namespace)  # noqa: S102 - our own generated source
+        # fastmath stays off: the formula must be the IR's, not LLVM's choice.
+        block = _tiled_kernels["block"] = njit(nogil=True)(namespace["tiled_block"])
+
+    if parallel:
+
+        @njit(parallel=True)
+        def tiled_kernel(weight, rows, out):  # pragma: no cover - compiled
+            n_out = weight.shape[0]
+            for b in prange((n_out + BLOCK_OUTS - 1) // BLOCK_OUTS):
+                block(weight, rows, out, b * BLOCK_OUTS, min(n_out, (b + 1) * BLOCK_OUTS))
+
+    else:
+
+        @njit
+        def tiled_kernel(weight, rows, out):  # pragma: no cover - compiled
+            block(weight, rows, out, 0, weight.shape[0])
+
+    kernel = tiled_kernel
+    _tiled_kernels[parallel] = kernel
+    return kernel
+
+
+def numba_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`[R, out]` from the compiled tiled kernel (the simple one for other dtypes)."""
+    if weight.dtype not in TILED_DTYPES:
+        return numba_simple_rows(weight, rows)
+    weight = np.ascontiguousarray(weight)
+    rows = np.ascontiguousarray(rows, dtype=weight.dtype)
+    out = np.empty((rows.shape[0], weight.shape[0]), dtype=weight.dtype)
+    _tiled_kernel(weight.size >= PARALLEL_MIN_WEIGHTS)(weight, rows, out)
     return out
 
 
