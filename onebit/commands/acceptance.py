@@ -59,6 +59,16 @@ def fail(command: str, error: BaseException) -> int:
     return 2
 
 
+def emit(text: str) -> None:
+    """Print the report; a reader that stops early (`| head`) is no error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(args: argparse.Namespace) -> int:
     from onebit.tools.acceptance import score
     from onebit.tools.inputs import (
@@ -89,5 +99,5 @@ def main(args: argparse.Namespace) -> int:
             progress.close()
     except (ValueError, OSError) as error:
         return fail("acceptance", error)
-    print(report.to_json() if args.format == "json" else report.to_markdown())
+    emit(report.to_json() if args.format == "json" else report.to_markdown())
     return 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from onebit.commands.acceptance import add_common_options, fail
+from onebit.commands.acceptance import add_common_options, emit, fail
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -60,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
             progress.close()
     except (ValueError, OSError) as error:
         return fail("sweep", error)
-    print(report.to_json() if args.format == "json" else report.to_markdown())
+    emit(report.to_json() if args.format == "json" else report.to_markdown())
     if args.plot:
         why = plot(report, args.plot)
         if why:
