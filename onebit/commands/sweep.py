@@ -1,7 +1,8 @@
 """`onebit sweep`: the loop at k = 1 .. 8 (or any range) for a head on a base, timed.
 
     onebit sweep --model DIR --head dflash|mtp|ngram [--draft DIR] --prompt-ids FILE
-                 [--tokens N] [--k 1..8] [--repeats R] [--plot FILE.png] [--format md|json]
+                 [--tokens N] [--k 1..8] [--repeats R] [--fallback WINDOW] [--plot FILE.png]
+                 [--format md|json]
 
 One row per k (accepted, proposed, batches, steps, passes per token, tokens per pass, ms per
 token as the median of the repeats with their spread), a plain decode row, the break-even k
@@ -33,6 +34,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         help="timed runs per k (default 3); the median is shown")
     parser.add_argument("--plot", metavar="FILE.png", default=None,
                         help="also draw passes and ms per token against k (needs matplotlib)")
+    parser.add_argument("--fallback", type=int, default=None, metavar="WINDOW",
+                        help="run with onebit.Fallback(window=WINDOW): after WINDOW losing "
+                        "rounds in a row, a run switches to plain steps")
     parser.add_argument("--format", choices=("md", "json"), default="md")
     return parser
 
@@ -40,10 +44,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     from onebit.tools.inputs import ToolInputError, load_target, make_head, read_prompt_ids
     from onebit.tools.progress import Progress
+    from onebit.fallback import Fallback
     from onebit.tools.sweep import parse_ks, plot, sweep
 
     try:
         ks = parse_ks(args.k)
+        fallback = None if args.fallback is None else Fallback(window=args.fallback)
         if args.tokens < 1:
             raise ToolInputError(f"--tokens must be >= 1, got {args.tokens}")
         if args.repeats < 1:
@@ -55,7 +61,8 @@ def main(args: argparse.Namespace) -> int:
         try:
             report = sweep(target, head, prompts, ks=ks, tokens=args.tokens,
                            repeats=args.repeats, head_name=args.head,
-                           model_name=str(args.model), progress=progress)
+                           model_name=str(args.model), progress=progress,
+                           fallback=fallback)
         finally:
             progress.close()
     except (ValueError, OSError) as error:

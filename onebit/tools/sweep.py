@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 import onebit
+from onebit.fallback import Fallback
 from onebit.protocols import BaseModel, DraftHead
 
 
@@ -40,6 +41,7 @@ class SweepRow:
     batches: int
     steps: int
     emitted: int
+    fell_back: int = 0  # prompts whose run switched to plain steps (with a fallback policy)
     ms_per_token: list[float] = field(default_factory=list)  # one per repeat
 
     @property
@@ -66,6 +68,7 @@ class SweepRow:
         lo, hi = self.ms_spread
         return {"k": self.k, "accepted": self.accepted, "proposed": self.proposed,
                 "batches": self.batches, "steps": self.steps, "emitted": self.emitted,
+                "fell_back": self.fell_back,
                 "passes_per_token": self.passes_per_token,
                 "tokens_per_pass": self.tokens_per_pass,
                 "ms_per_token": self.ms_median, "ms_per_token_min": lo, "ms_per_token_max": hi,
@@ -82,6 +85,7 @@ class SweepReport:
     plain: SweepRow
     rows: list[SweepRow]
     max_batch_rows: int | None = None
+    fallback: str | None = None  # the policy the runs had, if any
 
     @property
     def break_even_k(self) -> int | None:
@@ -99,7 +103,7 @@ class SweepReport:
     def to_dict(self) -> dict:
         return {"head": self.head, "model": self.model, "tokens": self.tokens,
                 "prompts": self.prompts, "repeats": self.repeats,
-                "max_batch_rows": self.max_batch_rows,
+                "max_batch_rows": self.max_batch_rows, "fallback": self.fallback,
                 "plain": self.plain.to_dict(), "rows": [r.to_dict() for r in self.rows],
                 "break_even_k": self.break_even_k, "best_k": self.best_k}
 
@@ -111,11 +115,12 @@ class SweepReport:
             f"## k sweep: {self.head} head on {self.model}",
             "",
             f"{self.prompts} prompt(s) x {self.tokens} tokens, time = median of "
-            f"{self.repeats} repeat(s) (min .. max)",
+            f"{self.repeats} repeat(s) (min .. max)"
+            + (f"; fallback {self.fallback}" if self.fallback else ""),
             "",
             "| k | accepted | proposed | batches | steps | passes per token | "
-            "tokens per pass | ms per token |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "tokens per pass | ms per token |" + (" fell back |" if self.fallback else ""),
+            "|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if self.fallback else ""),
         ]
         for row in [self.plain, *self.rows]:
             lo, hi = row.ms_spread
@@ -124,6 +129,7 @@ class SweepReport:
                 f"| {name} | {row.accepted} | {row.proposed} | {row.batches} | {row.steps} | "
                 f"{row.passes_per_token:.3f} | {row.tokens_per_pass:.2f} | "
                 f"{row.ms_median:.3f} ({lo:.3f} .. {hi:.3f}) |"
+                + (f" {row.fell_back}/{self.prompts} |" if self.fallback else "")
             )
         be = self.break_even_k
         lines += [
@@ -139,8 +145,9 @@ class SweepReport:
         return "\n".join(lines)
 
 
-class _DecodeClock:
-    """Wraps the base: notes the time the prompt's last prefill step returns."""
+class DecodeClock:
+    """Wraps the base: notes the time the prompt's last prefill step returns, so that what
+    follows (decoding, whatever the loop) can be timed apart from the prefill."""
 
     def __init__(self, base: BaseModel, prompt_len: int) -> None:
         self._base = base
@@ -162,25 +169,28 @@ class _DecodeClock:
 
 
 def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequence[int]], *,
-               tokens: int, k: int) -> tuple[list[int], float]:
+               tokens: int, k: int, fallback: Fallback | None = None) -> tuple[list[int], float]:
     """Run every prompt once at this k (head None: plain decode). Returns the summed counts
-    (accepted, proposed, batches, steps, emitted) and the decode seconds."""
-    counts = [0, 0, 0, 0, 0]
+    (accepted, proposed, batches, steps, emitted, runs that fell back) and the decode
+    seconds."""
+    counts = [0, 0, 0, 0, 0, 0]
     seconds = 0.0
     for prompt in prompts:
-        clock = _DecodeClock(base, len(prompt))
-        result = onebit.run(clock, head, prompt, max_tokens=tokens, k=k)
+        clock = DecodeClock(base, len(prompt))
+        result = onebit.run(clock, head, prompt, max_tokens=tokens, k=k, fallback=fallback)
         end = time.perf_counter()
         seconds += end - (clock.decode_start or end)
         s = result.stats
-        for i, value in enumerate((s.accepted, s.proposed, s.batches, s.steps, s.emitted)):
+        fell_back = int(s.fallback_round is not None)
+        for i, value in enumerate((s.accepted, s.proposed, s.batches, s.steps, s.emitted,
+                                   fell_back)):
             counts[i] += value
     return counts, seconds
 
 
 def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *, ks: Sequence[int],
           tokens: int, repeats: int = 3, head_name: str = "", model_name: str = "",
-          progress=None) -> SweepReport:
+          progress=None, fallback: Fallback | None = None) -> SweepReport:
     """The sweep over `ks` and the plain decode baseline (see the module docstring).
 
     Every arm (plain decode and each k) first runs the first prompt once untimed (compiled
@@ -193,14 +203,16 @@ def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
         raise ValueError(f"every k must be >= 1, got {list(ks)}")
     arms: list[int | None] = [None, *ks]
     for k in arms:  # warm-up, untimed
-        timed_runs(base, None if k is None else head, prompts[:1], tokens=tokens, k=k or 0)
+        timed_runs(base, None if k is None else head, prompts[:1], tokens=tokens, k=k or 0,
+                   fallback=fallback)
     rows: dict[int | None, SweepRow] = {}
     for _ in range(repeats):
         for k in arms:
             counts, seconds = timed_runs(base, None if k is None else head, prompts,
-                                         tokens=tokens, k=k or 0)
+                                         tokens=tokens, k=k or 0, fallback=fallback)
             row = rows.setdefault(k, SweepRow(k, *counts))
-            if [row.accepted, row.proposed, row.batches, row.steps, row.emitted] != counts:
+            if [row.accepted, row.proposed, row.batches, row.steps, row.emitted,
+                    row.fell_back] != counts:
                 raise RuntimeError(f"the pass counts at k = {k} changed between repeats: the "
                                    "run is not deterministic")
             row.ms_per_token.append(1000.0 * seconds / counts[4] if counts[4] else 0.0)
@@ -208,7 +220,8 @@ def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
                 progress.advance(len(prompts))
     return SweepReport(head_name or type(head).__name__, model_name, tokens, len(prompts),
                        repeats, rows[None], [rows[k] for k in ks],
-                       max_batch_rows=int(base.max_batch_rows()))
+                       max_batch_rows=int(base.max_batch_rows()),
+                       fallback=None if fallback is None else repr(fallback))
 
 
 def parse_ks(text: str) -> list[int]:

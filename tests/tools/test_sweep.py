@@ -104,3 +104,22 @@ def test_command(cli, model_dir, data, tmp_path, monkeypatch):
     status, out, err = cli("sweep", *common, "--k", "x")
     assert (status, out) == (2, "")
     assert err.startswith("onebit sweep: error: --k 'x'") and err.count("\n") == 1
+
+
+def test_fallback_keeps_a_losing_head_at_plain_cost(model_dir, data, draft_dir, cli):
+    """With --fallback, a random DFlash draft (it accepts almost nothing) falls back in every
+    run after the window, so each k costs nearly plain decode's passes per token; the table
+    says how many runs fell back. Without it, every k pays for its batches."""
+    status, out, err = cli("sweep", "--model", model_dir, "--head", "dflash",
+                           "--draft", draft_dir, "--prompt-ids", data / "mixed.txt",
+                           "--tokens", 12, "--k", "2,4", "--repeats", 1, "--fallback", 2,
+                           "--format", "json")
+    assert status == 0, err
+    report = json.loads(out)
+    assert report["fallback"].startswith("Fallback(window=2")
+    prompts = len(read_prompt_ids(data / "mixed.txt"))
+    for row in report["rows"]:
+        assert row["fell_back"] == prompts
+        # two losing rounds of drafting per run, then plain steps
+        assert row["batches"] <= 2 * prompts
+        assert row["passes_per_token"] == 1.0
