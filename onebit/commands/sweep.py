@@ -42,9 +42,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    from onebit.fallback import Fallback
     from onebit.tools.inputs import ToolInputError, load_target, make_head, read_prompt_ids
     from onebit.tools.progress import Progress
-    from onebit.fallback import Fallback
     from onebit.tools.sweep import parse_ks, plot, sweep
 
     try:
