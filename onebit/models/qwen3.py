@@ -44,6 +44,8 @@ from onebit.models.weights import WeightStore
 
 DEFAULT_MAX_BATCH_ROWS = 8
 
+_max, _sum = np.maximum.reduce, np.add.reduce  # what .max() / .sum() call, minus the wrapper
+
 
 @dataclass
 class _Pass:
@@ -94,6 +96,11 @@ class Qwen3Model:
         # RoPE frequencies over the rotated dims (all of D in Qwen3, a quarter in Qwen3.5).
         rot = c.rotary_dim
         self._inv_freq = 1.0 / (c.rope_theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot))
+        # cos / sin of each position's angles in the compute dtype, filled on first use of a
+        # position (by `_rope_table`) and kept: they depend on the position only.
+        self._rope_cos = np.zeros((0, rot // 2), self.dtype)
+        self._rope_sin = np.zeros((0, rot // 2), self.dtype)
+        self._rope_len = 0
         self._taps: tuple[int, ...] = ()
         self.reset()
 
@@ -287,13 +294,41 @@ class Qwen3Model:
         up = self._linear(w.get(p + "mlp.up_proj.weight"), h)
         return self._linear(w.get(p + "mlp.down_proj.weight"), silu(gate) * up)
 
-    def _rope(self, x: np.ndarray, position: int) -> np.ndarray:
-        """Rotate-half RoPE on the first `rotary_dim` dims of each head (`x`: [heads, D])."""
+    def _rope_table(self, end: int) -> None:
+        """Make the cos / sin rows of positions 0 .. end-1 available. Each position's row is
+        computed alone, by the same expressions (one position times the frequencies, cos and
+        sin of that [rot/2] vector, rounded to the compute dtype) whichever pass first needs it,
+        so its bits never depend on which other positions were computed with it."""
+        if end <= self._rope_len:
+            return
+        if end > self._rope_cos.shape[0]:
+            size = max(end, 2 * self._rope_cos.shape[0], 64)
+            for name in ("_rope_cos", "_rope_sin"):
+                grown = np.zeros((size, self._rope_cos.shape[1]), self.dtype)
+                grown[: self._rope_len] = getattr(self, name)[: self._rope_len]
+                setattr(self, name, grown)
+        for position in range(self._rope_len, end):
+            angles = position * self._inv_freq  # float64, then rounded to the compute dtype
+            self._rope_cos[position] = np.cos(angles).astype(self.dtype)
+            self._rope_sin[position] = np.sin(angles).astype(self.dtype)
+        self._rope_len = end
+
+    def _rope(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """Rotate-half RoPE on the first `rotary_dim` dims of each head, for R rows at
+        positions pos .. pos+R-1 (`x`: [R, heads, D]). Only elementwise products, sums and
+        differences, each element rounded on its own: a row's bits do not depend on R."""
         rot = self.config.rotary_dim
-        angles = position * self._inv_freq  # float64, then rounded to the compute dtype
-        cos, sin = np.cos(angles).astype(self.dtype), np.sin(angles).astype(self.dtype)
-        x1, x2 = x[:, : rot // 2], x[:, rot // 2 : rot]
-        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[:, rot:]], axis=1)
+        half = rot // 2
+        R = x.shape[0]
+        cos = self._rope_cos[pos : pos + R, None, :]  # [R, 1, rot/2], broadcast over heads
+        sin = self._rope_sin[pos : pos + R, None, :]
+        x1, x2 = x[:, :, :half], x[:, :, half:rot]
+        out = np.empty(x.shape, self.dtype)
+        np.subtract(x1 * cos, x2 * sin, out=out[:, :, :half])
+        np.add(x2 * cos, x1 * sin, out=out[:, :, half:rot])
+        if rot < x.shape[2]:
+            out[:, :, rot:] = x[:, :, rot:]
+        return out
 
     def _attention(self, layer: int, h: np.ndarray, pos: int) -> np.ndarray:
         c, w = self.config, self.weights
@@ -307,20 +342,36 @@ class Qwen3Model:
             q, gate = q[:, :, :D], q[:, :, D:].reshape(R, Hq * D)
         q = self._rmsnorm(q.reshape(R, Hq, D), self._norms[p + "q_norm.weight"])
         k = self._rmsnorm(k, self._norms[p + "k_norm.weight"])
+        self._rope_table(pos + R)
+        group = Hq // Hkv
+        q = self._rope(q, pos).reshape(R, Hkv, group, D)
         slot = self._kv_slot[layer]
         K, V = self._k[slot], self._v[slot]
-        group = Hq // Hkv
-        scale = 1.0 / np.sqrt(D)
-        out = np.empty((R, Hq * D), self.dtype)
-        for i in range(R):  # row by row: row i sees positions 0 .. pos+i, as a step would
-            t = pos + i
-            K[:, t] = self._rope(k[i], t)
-            V[:, t] = v[i]
-            qi = self._rope(q[i], t).reshape(Hkv, group, D)
-            scores = np.matmul(qi, K[:, : t + 1].transpose(0, 2, 1)) * scale  # [Hkv, g, t+1]
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            probs = scores / scores.sum(axis=-1, keepdims=True)
-            out[i] = np.matmul(probs, V[:, : t + 1]).reshape(Hq * D)
+        K[:, pos : pos + R] = self._rope(k, pos).transpose(1, 0, 2)  # all R rows at once
+        V[:, pos : pos + R] = v.transpose(1, 0, 2)
+        KT = K.transpose(0, 2, 1)  # [Hkv, D, capacity], a view
+        T = pos + R
+        # Scores of all rows in one [R, Hkv, g, T] array; row i's product fills only its own
+        # positions 0 .. pos+i, the rest stays -inf, so the max, exp and division (elementwise
+        # or exact, whatever the array) see row i's positions only. The products and the sums
+        # (whose order depends on their length) run row by row, at the step's shapes.
+        raw = np.full((R, Hkv, group, T), -np.inf, self.dtype)
+        for i in range(R):
+            np.matmul(q[i], KT[:, :, : pos + i + 1], out=raw[i, :, :, : pos + i + 1])
+        scale = 1.0 / np.sqrt(D)  # a float64 scalar: the scores and probabilities are float64
+        scores = np.multiply(raw, scale)
+        np.subtract(scores, _max(scores, axis=-1, keepdims=True), out=scores)
+        np.exp(scores, out=scores)
+        sums = np.empty((R, Hkv, group, 1), scores.dtype)
+        for i in range(R):
+            _sum(scores[i, :, :, : pos + i + 1], axis=-1, keepdims=True, out=sums[i])
+        np.divide(scores, sums, out=scores)
+        # V as float64 once for all rows (exact), rather than a cast inside each row's product
+        V64 = V[:, :T].astype(np.float64, copy=False)
+        out = np.empty((R, Hkv, group, D), self.dtype)
+        for i in range(R):  # row i reads positions 0 .. pos+i, as a step at pos+i would
+            out[i] = np.matmul(scores[i, :, :, : pos + i + 1], V64[:, : pos + i + 1])
+        out = out.reshape(R, Hq * D)
         if c.gated_attention:
             out = out * sigmoid(gate)
         return self._linear(w.get(p + "o_proj.weight"), out)
