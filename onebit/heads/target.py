@@ -4,9 +4,8 @@ The heads know the protocols, not `onebit.models`: a target is any object with
 - `vocab_size`, `hidden_size`, `layer_count`;
 - `embed_row(token) -> [H]` (unscaled) and `lm_head_logits(rows) -> [R, V]`;
 - `set_layer_taps(ids)` and `tapped_rows() -> [T, len(ids), H]` (DFlash only);
-- a final norm: `final_norm(rows)` when the target has one in public; `onebit.models`'
-  `Qwen3Model` does not yet, so its own `_rmsnorm` with its `model.norm.weight` factors is
-  used (the same function its forward ends with).
+- `final_norm(rows) -> [R, H]`, the norm its forward applies before the lm_head (DFlash with
+  `target_norm`, the default).
 """
 
 from __future__ import annotations
@@ -40,17 +39,13 @@ def check_hidden_size(target: object, hidden: int, what: str) -> None:
 
 def final_norm(target: object) -> Callable[[np.ndarray], np.ndarray]:
     """The target's final norm as a function of `[R, H]` rows."""
-    public = getattr(target, "final_norm", None)
-    if callable(public):
-        return public
-    norm = getattr(target, "_rmsnorm", None)
-    factors = getattr(target, "_norms", {}).get("model.norm.weight")
-    if norm is None or factors is None:
+    norm = getattr(target, "final_norm", None)
+    if not callable(norm):
         raise TypeError(
             f"{type(target).__name__} has no final_norm(rows): a DFlash head that runs its "
             "block through the target's final norm needs one"
         )
-    return lambda rows: norm(rows, factors)
+    return norm
 
 
 def embed_rows(target: object, tokens: list[int], scale: float, dtype: np.dtype) -> np.ndarray:

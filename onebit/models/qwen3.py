@@ -192,6 +192,17 @@ class Qwen3Model:
         logits = self._linear(self.weights.lm_head(), rows)
         return logits[0] if hidden.ndim == 1 else logits
 
+    def final_norm(self, rows: np.ndarray) -> np.ndarray:
+        """The final RMSNorm the forward applies before its lm_head, on `[R, H]` residual
+        rows (a DFlash draft runs its block through it)."""
+        rows = np.asarray(rows, dtype=self.dtype)
+        if rows.ndim != 2 or rows.shape[1] != self.config.hidden_size:
+            raise ModelInputError(
+                f"final_norm needs [R, H] rows with H = {self.config.hidden_size}; got shape "
+                f"{rows.shape}"
+            )
+        return self._rmsnorm(rows, self._norms["model.norm.weight"])
+
     def set_layer_taps(self, layer_ids: Sequence[int]) -> None:
         """Record, for every token committed from now on, the hidden output (the residual
         stream after the layer, before any final norm) of these layers."""

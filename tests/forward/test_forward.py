@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import onebit
-from onebit.models import load_model
+from onebit.models import fabricate_model, load_model
 from pytest_onebit.assertions import assert_logits_match
 from pytest_onebit.heads import Oracle, garbage_head, half_head, perfect_head
 
@@ -191,3 +191,17 @@ def test_verify_across_kv_cache_growth(model_dirs):
         assert_logits_match(rows[i], stepped[60 + i], rel_l1=0.0)
     model.commit_verify(8)
     assert_logits_match(model.step(tokens[68], 68), stepped[68], rel_l1=0.0)
+
+
+def test_final_norm_is_the_forwards_own(tmp_path):
+    """final_norm() applied to the last layer's output, then lm_head_logits(), gives exactly
+    the logits a step returns: it is the norm the forward ends with; wrong shapes are named."""
+    from onebit.models import ModelInputError
+
+    model = load_model(fabricate_model(tmp_path / "m", "qwen3_5"))
+    model.set_layer_taps([model.layer_count - 1])
+    logits = model.step(7, 0)
+    last_layer = model.tapped_rows()[-1]  # [taps, H]
+    assert np.array_equal(model.lm_head_logits(model.final_norm(last_layer))[0], logits)
+    with pytest.raises(ModelInputError, match="final_norm needs"):
+        model.final_norm(np.zeros(256))

@@ -267,7 +267,7 @@ def test_propose_runs_the_block_after_the_context(qwen3, tmp_path):
     assert len(drafts) == 2
     x = 1.5 * np.stack([qwen3.embed_row(t) for t in [42] + [config.mask_token_id] * 3])
     rows = torch_block(config, tensors, qwen3.tapped_rows().astype(np.float64), x, 5)
-    expected = qwen3._rmsnorm(rows[1:3].astype(np.float32), qwen3._norms["model.norm.weight"])
+    expected = qwen3.final_norm(rows[1:3].astype(np.float32))
     np.testing.assert_allclose(seen[0], expected, atol=1e-4)
 
 
