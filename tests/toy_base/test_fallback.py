@@ -163,3 +163,14 @@ def test_measured_cost_keeps_a_paying_head():
                         fallback=Fallback(window=1, measured=True))
     assert result.stats.fallback_round is None
     assert result.stats.batches == 3
+
+
+def test_measured_cost_without_a_step_time_uses_the_model():
+    """A measured policy with no step time to compare against (a clock too coarse to see the
+    prefill) prices the round by the model instead of dividing by zero."""
+    policy = Fallback(measured=True)
+    cost = policy.round_cost(steps=0, batches=1, batch_rows=8, drafts_asked=1, seconds=0.01,
+                             step_seconds=0.0)
+    assert cost == pytest.approx(1 + 7 * 0.1 + 0.05)
+    assert policy.round_cost(steps=0, batches=1, batch_rows=8, drafts_asked=1, seconds=0.01,
+                             step_seconds=0.002) == pytest.approx(5.0)
