@@ -49,10 +49,15 @@ class MutmutReport:
         return [k for k, v in self.statuses.items() if v == "survived"]
 
     @property
+    def unchecked(self) -> list[str]:
+        """Mutants the last run did not get to (it was stopped, or is still going)."""
+        return [k for k, v in self.statuses.items() if v == "not checked"]
+
+    @property
     def ok(self) -> bool:
         unexplained = [k for k, v in self.statuses.items()
                        if v in ("survived", "no tests", "suspicious")]
-        return len(unexplained) <= self.max_survivors
+        return not self.unchecked and len(unexplained) <= self.max_survivors
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(function, counts by verdict, verdict) per function that has mutants."""
@@ -62,13 +67,17 @@ class MutmutReport:
         out = []
         for function, counts in sorted(by_function.items()):
             cells = " ".join(f"{status}:{n}" for status, n in sorted(counts.items()))
-            verdict = "survivors" if counts.get("survived") else "all caught"
+            verdict = ("survivors" if counts.get("survived") else
+                       "unfinished" if counts.get("not checked") else "all caught")
             out.append((function, cells, verdict))
         return out
 
     def closing_line(self) -> str:
         counts = Counter(self.statuses.values())
         parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        if self.unchecked:
+            return (f"{len(self.statuses)} mutmut mutants: {parts}; the run did not finish "
+                    f"({len(self.unchecked)} not checked): no verdict")
         gate = "within" if self.ok else "OVER"
         return (f"{len(self.statuses)} mutmut mutants: {parts}; {len(self.exemptions)} lines "
                 f"exempt as equivalent; {len(self.survivors)} survivors, {gate} the limit of "
