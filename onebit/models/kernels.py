@@ -13,6 +13,12 @@ kernels here compute each (row, output) dot product by one fixed formula whateve
   (memory-bound); 8 rows 0.89 ms, 1.55x a row, where the per-row kernel took 1.93 ms (3.4x);
   16 rows 2.1 ms against 4.5. The price is compile time on first use: about 2.5 s per dtype
   for the serial build and as much again for the parallel one (the per-row kernel: 0.5 s).
+  Tiles of 2 rows or more also prefetch (into L2) the next tile's weight rows as they go. In
+  the model, where every weight comes from memory, that took verify(8) from 1.53-1.57x a step
+  to 1.24-1.26x (`benchmarks/forward_ab.py --rounds 5`, medians of four alternated runs); a
+  step runs the 1-row tile, which has no hints (step time unchanged within noise).
+  (In `kernel_ab.py`, whose one weight stays in the cache between repeats, the hints cost a
+  little instead: read the model's numbers.) A hint changes no value.
 - "numpy": one BLAS gemv per row, `W @ X[r]` (no extra dependency; verify costs n steps).
 
 "auto" is numba when it imports, else numpy. The two kernels differ from each other in the
@@ -64,6 +70,11 @@ PARALLEL_MIN_WEIGHTS = 1 << 20
 TILE_ROWS = 8
 TILE_OUTS = 3
 BLOCK_OUTS = 24
+# Tiles of this many rows or more prefetch the next tile's weight rows while they compute.
+# With several rows a tile computes long enough that, without the hint, the weight stream from
+# memory apparently stalls at each new tile (likely the hardware prefetcher restarting on each
+# row's 4 KiB page; measured, not proven); a 1-row tile (a step) runs unchanged.
+PREFETCH_MIN_ROWS = 2
 VECTOR_BYTES = 64
 TILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -162,6 +173,25 @@ def _tiled_intrinsics() -> dict[str, object]:
         return vt(arr, idx), codegen
 
     @intrinsic
+    def prefetch(typingctx, arr, idx):
+        """A hint to bring the cache line of `arr[idx]` into L2 (`llvm.prefetch`, locality 2:
+        prefetcht1 on x86). It reads nothing into a value and cannot fault."""
+        if vec_of(arr) is None or not isinstance(idx, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+            # read, locality 2 (L2: the L1 keeps the rows' vectors), data cache
+            builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(2), i32(1)])
+            return context.get_dummy_value()
+
+        return types.none(arr, idx), codegen
+
+    @intrinsic
     def vzero(typingctx, arr):
         """A zero vector of `arr`'s element type."""
         vt = vec_of(arr)
@@ -212,21 +242,26 @@ def _tiled_intrinsics() -> dict[str, object]:
 
         return v.dtype(v), codegen
 
-    _tiled_parts.update(vload=vload, vzero=vzero, fma=fma, vsum=vsum)
+    _tiled_parts.update(prefetch=prefetch, vload=vload, vzero=vzero, fma=fma, vsum=vsum)
     return _tiled_parts
 
 
-def _tile_lines(n_rows: int, n_outs: int, indent: str) -> list[str]:
+def _tile_lines(n_rows: int, n_outs: int, indent: str, prefetch: bool) -> list[str]:
     """Source lines of one tile: rows r..r+n_rows-1 times outputs o..o+n_outs-1, each (row,
     output) by the module docstring's formula. Output indices past the last output are clamped
     to it: that output is then computed twice, by the same formula, and written twice with the
-    same bits."""
+    same bits. With `prefetch` (and at least PREFETCH_MIN_ROWS rows), each step along the
+    inputs also hints the same cache line of the next tile's weight rows (`n0..`; a 1-row tile,
+    a step's, is the code it was before the hints)."""
     pairs = [(r, o) for r in range(n_rows) for o in range(n_outs)]
     t = f"_{n_rows}"  # names local to this tile; w0.. and p0.. are the driver's
     s = [f"x{r}{t} = rows[r + {r}]" for r in range(n_rows)]
+    hint = prefetch and n_rows >= PREFETCH_MIN_ROWS
+    s += [f"n{o}{t} = weight[min(o + {n_outs + o}, last)]" for o in range(n_outs) if hint]
     s += [f"a{r}_{o}{t} = vzero(w0)" for r, o in pairs]
     s += ["for i in range(0, n_main, step):"]
     s += [f"    v{o}{t} = vload(w{o}, i)" for o in range(n_outs)]
+    s += [f"    prefetch(n{o}{t}, i)" for o in range(n_outs) if hint]
     for r in range(n_rows):
         s += [f"    y{r}{t} = vload(x{r}{t}, i)"]
         s += [f"    a{r}_{o}{t} = fma(v{o}{t}, y{r}{t}, a{r}_{o}{t})" for o in range(n_outs)]
@@ -237,7 +272,7 @@ def _tile_lines(n_rows: int, n_outs: int, indent: str) -> list[str]:
     return [indent + line for line in s]
 
 
-def _kernel_source() -> str:
+def _kernel_source(prefetch: bool) -> str:
     """Source of the kernel for outputs o_lo..o_hi-1: tiles of TILE_OUTS outputs, tiles of
     TILE_ROWS rows, then the remaining rows by tiles of 4, 2 and 1 (one
     straight-line body per tile size, so LLVM keeps every accumulator in a register)."""
@@ -254,30 +289,31 @@ def _kernel_source() -> str:
         "        r = 0",
         f"        while r + {TILE_ROWS} <= n_rows:",
     ]
-    s += _tile_lines(TILE_ROWS, TILE_OUTS, " " * 12)
+    s += _tile_lines(TILE_ROWS, TILE_OUTS, " " * 12, prefetch)
     s += [f"            r += {TILE_ROWS}"]
     k = TILE_ROWS // 2
     while k >= 1:
         s += [f"        if r + {k} <= n_rows:"]
-        s += _tile_lines(k, TILE_OUTS, " " * 12)
+        s += _tile_lines(k, TILE_OUTS, " " * 12, prefetch)
         s += [f"            r += {k}"]
         k //= 2
     return "\n".join(s)
 
 
-def _tiled_kernel(parallel: bool) -> Callable:
-    """The compiled tiled kernel (built on first use, like `_numba_kernel`)."""
-    kernel = _tiled_kernels.get(parallel)
+def _tiled_kernel(parallel: bool, prefetch: bool = True) -> Callable:
+    """The compiled tiled kernel (built on first use, like `_numba_kernel`); `prefetch=False`
+    builds it without the prefetch hints (for comparisons and tests; the same bits)."""
+    kernel = _tiled_kernels.get((parallel, prefetch))
     if kernel is not None:
         return kernel
     from numba import njit, prange
 
-    block = _tiled_kernels.get("block")
+    block = _tiled_kernels.get(("block", prefetch))
     if block is None:
         namespace: dict[str, object] = dict(_tiled_intrinsics())
-        exec(_kernel_source(), namespace)  # noqa: S102 - our own generated source
+        exec(_kernel_source(prefetch), namespace)  # noqa: S102 - our own generated source
         # fastmath stays off: the formula must be the IR's, not LLVM's choice.
-        block = _tiled_kernels["block"] = njit(nogil=True)(namespace["tiled_block"])
+        block = _tiled_kernels[("block", prefetch)] = njit(nogil=True)(namespace["tiled_block"])
 
     if parallel:
 
@@ -294,7 +330,7 @@ def _tiled_kernel(parallel: bool) -> Callable:
             block(weight, rows, out, 0, weight.shape[0])
 
     kernel = tiled_kernel
-    _tiled_kernels[parallel] = kernel
+    _tiled_kernels[(parallel, prefetch)] = kernel
     return kernel
 
 

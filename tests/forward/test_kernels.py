@@ -63,6 +63,24 @@ def test_parallel_and_serial_builds_agree_bitwise(dtype):
     assert np.array_equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(7, 33), (50, 1024), (101, 70)])
+def test_prefetch_hints_change_no_bits(shape, dtype):
+    """The prefetching build (what the model runs) and the build without hints give the same
+    bits for every R, and each R's rows are the 1-row product's."""
+    weight, rows = _data(shape, dtype, seed=3)
+    for n_rows in range(1, MAX_ROWS + 1):
+        outs = []
+        for prefetch in (False, True):
+            out = np.empty((n_rows, shape[0]), dtype=dtype)
+            kernels._tiled_kernel(False, prefetch)(weight, rows[:n_rows], out)
+            outs.append(out)
+        assert np.array_equal(outs[0], outs[1]), n_rows
+        one = np.empty((1, shape[0]), dtype=dtype)
+        kernels._tiled_kernel(False, True)(weight, rows[n_rows - 1 : n_rows], one)
+        assert np.array_equal(outs[1][-1], one[0]), n_rows
+
+
 def _formula(x: np.ndarray, lanes: int) -> np.floating:
     """The documented order for a weight of ones (where fma(1, x, acc) is one rounded add):
     lane accumulators over whole vectors, a halving tree over the lanes, then the tail."""
