@@ -1,6 +1,6 @@
 """`onebit acceptance`: how many drafts a head gets right against its target, per prompt.
 
-    onebit acceptance --model DIR --head dflash|mtp|ngram [--draft DIR] --prompt-ids FILE
+    onebit acceptance --model DIR --head dflash|mtp|ngram|perfect [--draft DIR] --prompt-ids FILE
                       [--tokens N] [--all-positions] [--format md|json]
 
 A thin face over `onebit.tools.acceptance.score`. Bad input (a prompt file that is empty or
@@ -88,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         target = load_target(args.model)
         prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
         head = make_head(args.head, target, draft=args.draft, k=args.k or 8,
-                         ngram_n=args.ngram_n)
+                         ngram_n=args.ngram_n, prompts=prompts, tokens=args.tokens)
         k = args.k or natural_k(head)
         progress = Progress(len(prompts) * args.tokens, "acceptance")
         try:

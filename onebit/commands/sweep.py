@@ -1,6 +1,6 @@
 """`onebit sweep`: the loop at k = 1 .. 8 (or any range) for a head on a base, timed.
 
-    onebit sweep --model DIR --head dflash|mtp|ngram [--draft DIR] --prompt-ids FILE
+    onebit sweep --model DIR --head dflash|mtp|ngram|perfect [--draft DIR] --prompt-ids FILE
                  [--tokens N] [--k 1..8] [--repeats R] [--fallback WINDOW] [--plot FILE.png]
                  [--format md|json]
 
@@ -56,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
             raise ToolInputError(f"--repeats must be >= 1, got {args.repeats}")
         target = load_target(args.model)
         prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
-        head = make_head(args.head, target, draft=args.draft, k=max(ks), ngram_n=args.ngram_n)
+        head = make_head(args.head, target, draft=args.draft, k=max(ks), ngram_n=args.ngram_n,
+                         prompts=prompts, tokens=args.tokens)
         progress = Progress((len(ks) + 1) * args.repeats * len(prompts), "sweep")
         try:
             report = sweep(target, head, prompts, ks=ks, tokens=args.tokens,

@@ -2,7 +2,8 @@
 
 - `NgramHead` (ngram.py): prompt lookup, no weights, one-pass;
 - `DFlashHead` (dflash.py): a block-diffusion draft over the target's layer outputs, one-pass;
-- `MTPHead` (mtp.py): an EAGLE-style layer over the target's hidden after t1, two-pass.
+- `MTPHead` (mtp.py): an EAGLE-style layer over the target's hidden after t1, two-pass;
+- `GreedyOracleHead` (oracle.py): the target's own greedy text, known in advance (the ceiling).
 
 Each implements `onebit.DraftHead`. The weighted heads take their target (duck-typed, see
 target.py) at construction: they embed with its embedding and score with its lm_head. The
@@ -27,6 +28,7 @@ from onebit.heads.mtp import (
     tiny_mtp_config,
 )
 from onebit.heads.ngram import NgramHead
+from onebit.heads.oracle import GreedyOracleHead
 
 __all__ = [
     "DFlashConfig",
@@ -35,6 +37,7 @@ __all__ = [
     "DraftError",
     "DraftFileError",
     "DraftMismatchError",
+    "GreedyOracleHead",
     "MTPConfig",
     "MTPDraft",
     "MTPHead",

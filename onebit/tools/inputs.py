@@ -9,9 +9,10 @@ and line, which the commands print without a traceback.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-HEADS = ("dflash", "mtp", "ngram")
+HEADS = ("dflash", "mtp", "ngram", "perfect")
 
 
 class ToolInputError(ValueError):
@@ -56,11 +57,20 @@ def read_prompt_ids(path: str | Path, vocab_size: int | None = None) -> list[lis
 
 
 def make_head(kind: str, target: object, *, draft: str | Path | None = None,
-              k: int = 8, ngram_n: int = 3):
-    """The head `kind` ("dflash", "mtp", "ngram") for `target`; the weighted heads load their
-    draft from directory `draft`. Raises `ToolInputError` / `DraftError` (ValueErrors)."""
+              k: int = 8, ngram_n: int = 3, prompts: Sequence[Sequence[int]] = (),
+              tokens: int = 0):
+    """The head `kind` ("dflash", "mtp", "ngram", "perfect") for `target`; the weighted heads
+    load their draft from directory `draft`; "perfect" runs the target greedily for `tokens`
+    tokens after each of `prompts` and proposes that text (the ceiling to measure against).
+    Raises `ToolInputError` / `DraftError` (ValueErrors)."""
     if kind not in HEADS:
         raise ToolInputError(f"unknown head {kind!r}; one of {', '.join(HEADS)}")
+    if kind == "perfect":
+        import onebit
+        from onebit.heads import GreedyOracleHead
+
+        return GreedyOracleHead({tuple(p): onebit.greedy(target, p, max_tokens=tokens).tokens
+                                 for p in prompts})
     if kind == "ngram":
         from onebit.heads import NgramHead
 

@@ -96,3 +96,4 @@ def test_bad_parameters_are_rejected(bad):
         NgramHead(n=bad)
     with pytest.raises(ValueError, match="must be an integer >= 1"):
         NgramHead(k=bad)
+

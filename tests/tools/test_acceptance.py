@@ -187,3 +187,17 @@ def test_prompt_file_syntax(tmp_path):
     path.write_text("1 -2\n")
     with pytest.raises(ToolInputError, match="'-2' is not a token id"):
         read_prompt_ids(path)
+
+
+def test_perfect_head_accepts_everything(model_dir, data, cli):
+    """The perfect head's drafts are the target's greedy text: every first draft hits, and a
+    pass accepts k drafts whenever k tokens are left."""
+    status, out, err = cli("acceptance", "--model", model_dir, "--head", "perfect",
+                           "--prompt-ids", data / "scattered.txt", "--tokens", 16, "--k", 3,
+                           "--format", "json")
+    assert status == 0, err
+    total = json.loads(out)["total"]
+    assert total["first_hit_rate"] == 1.0
+    # 16 tokens per prompt at k = 3: four passes of 3 accepted drafts + t1 each
+    assert total["histogram"] == [0, 0, 0, total["passes"]]
+    assert total["accepted"] == 3 * total["passes"]

@@ -123,3 +123,19 @@ def test_fallback_keeps_a_losing_head_at_plain_cost(model_dir, data, draft_dir, 
         # two losing rounds of drafting per run, then plain steps
         assert row["batches"] <= 2 * prompts
         assert row["passes_per_token"] == 1.0
+
+
+def test_perfect_head_sweep_keeps_the_pass_law(model_dir, data, cli):
+    """`--head perfect` proposes the target's own greedy text for every prompt of the file,
+    so every draft is accepted and each k costs exactly the one-pass pass law:
+    ceil(N / (k' + 1)) passes per prompt, k' = min(k, max_batch_rows() - 1)."""
+    status, out, err = cli("sweep", "--model", model_dir, "--head", "perfect",
+                           "--prompt-ids", data / "mixed.txt", "--tokens", 16, "--k", "1,3,7,8",
+                           "--repeats", 1, "--format", "json")
+    assert status == 0, err
+    report = json.loads(out)
+    prompts = len(read_prompt_ids(data / "mixed.txt"))
+    for row in report["rows"]:
+        width = min(row["k"], 7)
+        assert row["accepted"] == row["proposed"]
+        assert row["steps"] + row["batches"] == prompts * -(-16 // (width + 1))
