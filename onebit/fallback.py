@@ -4,7 +4,8 @@ A round that drafts costs more than a plain step (a batch of n rows is not free,
 itself takes time) and pays only in the tokens it emits. Plain decode emits one token per step,
 so a round *breaks even* when it emits at least as many tokens as it costs, in steps. After
 `window` consecutive drafting rounds below break-even the run switches to plain steps for the
-rest of the run; the head still gets every committed row, so its context stays whole.
+rest of the run and drops the head: it is asked for nothing more and told of no more rows
+(`stats.fallback_emitted` says how many emitted tokens it saw); the next run resets it.
 
 Cost is counted in steps. By default it is a model (deterministic, so a test can predict when
 the policy fires): a step costs 1, a verify of n rows `1 + (n - 1) * row_cost`, a call to the

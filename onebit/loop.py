@@ -193,7 +193,7 @@ class _Decode:
             two_pass = self.head is not None and bool(self.head.needs_last_hidden())
             while self.budget_left() > 0 and not self.result.stopped:
                 self.stats.rounds += 1
-                if self.head is None or self.stats.fallback_round is not None:
+                if self.head is None:
                     t1, pos = self.plain_step(t1, pos)
                     continue
                 before = (self.stats.emitted, self.stats.steps, self.stats.batches,
@@ -203,6 +203,9 @@ class _Decode:
                 else:
                     t1, pos = self.one_pass_round(t1, pos, max_rows)
                 if self.watch is not None and self.falls_back(self.watch, before):
+                    # The head is out of this run: no more drafts, and no more rows to keep
+                    # its context (it would only cost time; the next run resets it).
+                    self.head = None
                     self.stats.fallback_round = self.stats.rounds
                     self.stats.fallback_emitted = self.stats.emitted
         except ContractError as error:
@@ -359,8 +362,8 @@ def run(
     """Decode up to `max_tokens` tokens after `prompt`, drafting up to `k` per round with
     `head` (None: plain decode). The tokens equal `greedy()`'s; only the cost differs.
 
-    `fallback` (a `onebit.Fallback`) switches the run to plain steps after consecutive rounds
-    that cost more than they emit; `stats.fallback_round` says when."""
+    `fallback` (a `onebit.Fallback`) switches the run to plain steps, without the head, after
+    consecutive rounds that cost more than they emit; `stats.fallback_round` says when."""
     tokens = check_request(base, prompt, max_tokens=max_tokens, k=k)
     if fallback is not None and not isinstance(fallback, Fallback):
         raise ValueError(f"fallback must be a onebit.Fallback or None, got {fallback!r}")
