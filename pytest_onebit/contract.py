@@ -13,6 +13,7 @@ tests with one test id per (check, scenario).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -111,6 +112,21 @@ class Trace:
     @property
     def decode_steps(self) -> int:
         return self.base.steps - len(self.scenario.prompt)
+
+
+def load_loop(spec: str) -> RunFn:
+    """The `run()` named `MODULE:FUNC`; a ValueError saying what is wrong otherwise."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"wants MODULE:FUNC, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"{spec}: cannot import {module_name}: {error}") from error
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"{spec}: {module_name} has no callable {attr!r}")
+    return fn
 
 
 def _stopper(stop_at: int | None, seen: list[int]) -> Callable[[int], bool]:
@@ -242,11 +258,15 @@ def _rows_the_head_must_see(t: Trace) -> list[int]:
 
 @check("I5-drafter-rows", _with_head)
 def check_drafter_rows(t: Trace) -> None:
-    """I5: the head's commit_rows calls, concatenated, are prompt + emitted, each token once,
-    in order, with the base's hidden row for its position (up to a fallback, if one fired)."""
+    """I5: the head is reset once, and its commit_rows calls, concatenated, are prompt +
+    emitted, each token once, in order, with the base's hidden row for its position (up to a
+    fallback, if one fired)."""
     __tracebackhide__ = True
     expected = _rows_the_head_must_see(t)
     assert t.head is not None
+    if t.head.resets != 1:
+        raise AssertionError(f"the head was reset {t.head.resets} times in one run; the loop "
+                             "must reset it once, before the prefill")
     assert_rows_in_order(t.head.committed_tokens, t.head.committed_rows, expected,
                          t.base.rows_of(expected))
 

@@ -6,7 +6,6 @@ Installing onebit is all it takes: any project's pytest then has these.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 
@@ -14,7 +13,7 @@ import pytest
 
 from pytest_onebit import device as device_probe
 from pytest_onebit import heads
-from pytest_onebit.contract import CHECKS, RunFn, Scenario, Trace, execute
+from pytest_onebit.contract import CHECKS, RunFn, Scenario, Trace, execute, load_loop
 from pytest_onebit.toy import ToyBase
 
 DEFAULT_LOOP = "onebit.loop:run"
@@ -36,21 +35,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def load_loop(spec: str) -> RunFn:
-    """Import `MODULE:FUNC`; a clear usage error if it is not there."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise pytest.UsageError(f"--onebit-loop wants MODULE:FUNC, got {spec!r}")
+def _loop_option(spec: str) -> RunFn:
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise pytest.UsageError(
-            f"--onebit-loop {spec}: cannot import {module_name}: {error}"
-        ) from error
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise pytest.UsageError(f"--onebit-loop {spec}: {module_name} has no callable {attr!r}")
-    return fn
+        return load_loop(spec)
+    except ValueError as error:
+        raise pytest.UsageError(f"--onebit-loop {error}") from error
 
 
 def _register_hypothesis_profile() -> None:
@@ -84,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "onebit_check(name): a conformance check of design/loop.md (I1..I12)"
     )
-    config._onebit_loop = load_loop(config.getoption("onebit_loop"))  # type: ignore[attr-defined]
+    config._onebit_loop = _loop_option(config.getoption("onebit_loop"))  # type: ignore[attr-defined]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -4,7 +4,6 @@ catalogue run against the suite (each invariant check shown to fail on a broken 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 
 
@@ -27,11 +26,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def load(spec: str):
-    module_name, _, attr = spec.partition(":")
+    from pytest_onebit.contract import load_loop
+
     try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise SystemExit(f"onebit prove: cannot load --loop {spec!r}: {error}") from None
+        return load_loop(spec)
+    except ValueError as error:
+        raise SystemExit(f"onebit prove: --loop {error}") from None
 
 
 def render(report, fmt: str) -> str:
