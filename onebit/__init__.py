@@ -7,7 +7,9 @@ the reference `greedy()`, and the errors. See `design/loop.md` for the contract.
 from onebit.errors import BaseContractError, ContractError, HeadContractError
 from onebit.fallback import Fallback
 from onebit.loop import RunResult, RunStats, check_request, greedy, run
-from onebit.protocols import BaseModel, DraftHead
+from onebit.plain_sampling import sample
+from onebit.protocols import BaseModel, DraftHead, Drafts, SamplingHead
+from onebit.sampling import Rng, Sampling, SeededRng, warp
 
 
 def load_model(path, **options):
@@ -24,13 +26,20 @@ __all__ = [
     "BaseModel",
     "ContractError",
     "DraftHead",
+    "Drafts",
     "Fallback",
     "HeadContractError",
     "RunResult",
+    "Rng",
     "RunStats",
+    "Sampling",
+    "SamplingHead",
+    "SeededRng",
     "check_request",
     "greedy",
     "load_model",
     "run",
+    "sample",
+    "warp",
 ]
 __version__ = "0.1.0"

@@ -19,7 +19,8 @@ import numpy as np
 
 from onebit.errors import BaseContractError, ContractError, HeadContractError
 from onebit.fallback import Fallback, FallbackWatch
-from onebit.protocols import BaseModel, DraftHead
+from onebit.protocols import BaseModel, DraftHead, Drafts
+from onebit.sampling import Rng, Sampling, is_greedy, make_rng, one_hot_rows, warp
 
 OnToken = Callable[[int], "bool | None"]
 
@@ -64,6 +65,7 @@ class RunResult:
     tokens: list[int] = field(default_factory=list)
     stats: RunStats = field(default_factory=RunStats)
     stopped: bool = False  # True when on_token asked to stop
+    seed: int | None = None  # a sampled run's seed (the default rng's), to replay it
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,6 +109,11 @@ def check_request(
 
 def _argmax_row(logits: np.ndarray, vocab: int, pos: int) -> int:
     """The base's choice for position `pos` from one row of scores."""
+    return int(np.argmax(_check_row(logits, vocab, pos)))
+
+
+def _check_row(logits: np.ndarray, vocab: int, pos: int) -> np.ndarray:
+    """One row of the base's scores for position `pos`, checked: shape and finiteness."""
     row = np.asarray(logits)
     if row.shape != (vocab,):
         raise BaseContractError(
@@ -116,11 +123,16 @@ def _argmax_row(logits: np.ndarray, vocab: int, pos: int) -> int:
         )
     if not np.isfinite(row).all():
         raise BaseContractError(f"base returned non-finite logits scoring position {pos}", pos=pos)
-    return int(np.argmax(row))
+    return row
 
 
 def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
     """The base's choices from a verify of `n` rows at `pos` (row i scores `pos + i + 1`)."""
+    return np.argmax(_check_rows(logits, n, vocab, pos), axis=1)
+
+
+def _check_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
+    """The scores of a verify of `n` rows at `pos`, checked: shape and finiteness."""
     rows = np.asarray(logits)
     if rows.shape != (n, vocab):
         raise BaseContractError(
@@ -135,7 +147,7 @@ def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray
             f"{pos + bad + 1}",
             pos=pos + bad + 1,
         )
-    return np.argmax(rows, axis=1)
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +256,11 @@ class _Decode:
         if self.head is not None:
             self.head.commit_rows(self.prompt, np.stack(rows), len(self.prompt))
         pos = len(self.prompt)
-        return _argmax_row(logits, self.vocab, pos), pos
+        return self.pick(logits, pos), pos
+
+    def pick(self, logits: np.ndarray, pos: int) -> int:
+        """The next token from the base's scores for `pos`: the argmax (greedy)."""
+        return _argmax_row(logits, self.vocab, pos)
 
     def plain_step(self, t1: int, pos: int) -> tuple[int, int]:
         """Consume t1 with one step; the head gets its row."""
@@ -255,13 +271,24 @@ class _Decode:
         after = pos + 1
         if not self.emit(t1):
             return t1, after  # the run ends: these logits are never read
-        return _argmax_row(logits, self.vocab, after), after
+        return self.pick(logits, after), after
 
     def propose(self, t1: int, pos: int, room: int, hidden: np.ndarray | None) -> list[int]:
         """Ask the head for up to `room` drafts; cut to the room and check each token."""
+        return self.draft(t1, pos, room, hidden)[0]
+
+    def draft(
+        self, t1: int, pos: int, room: int, hidden: np.ndarray | None
+    ) -> tuple[list[int], np.ndarray | None]:
+        """The head's drafts (cut to the room, each token checked) and their `q` rows when it
+        returned `Drafts` (None for a bare list: deterministic drafts)."""
         assert self.head is not None
         self.stats.drafts_asked += 1
-        drafts = list(self.head.propose(t1, pos, room, hidden) or ())[:room]
+        answer = self.head.propose(t1, pos, room, hidden)
+        q = None
+        if isinstance(answer, Drafts):
+            answer, q = answer.tokens, answer.q
+        drafts = list(answer or ())[:room]
         for slot, draft in enumerate(drafts):
             try:
                 draft = operator.index(draft)
@@ -275,16 +302,20 @@ class _Decode:
                 )
             drafts[slot] = draft
         self.stats.proposed += len(drafts)
-        return drafts
+        return drafts, q
 
     def verify(self, tokens: list[int], pos: int) -> np.ndarray:
-        """One provisional batch; returns the argmax of each row. Bad logits: drop the batch
+        """One provisional batch; returns the argmax of each row."""
+        return np.argmax(self.verify_rows(tokens, pos), axis=1)
+
+    def verify_rows(self, tokens: list[int], pos: int) -> np.ndarray:
+        """One provisional batch; returns its checked scores. Bad logits: drop the batch
         (nothing of it is committed) and raise."""
         logits = self.base.verify(tokens, pos)
         self.stats.batches += 1
         self.stats.batch_rows += len(tokens)
         try:
-            return _argmax_rows(logits, len(tokens), self.vocab, pos)
+            return _check_rows(logits, len(tokens), self.vocab, pos)
         except BaseContractError:
             self.base.commit_verify(0)
             raise
@@ -349,6 +380,116 @@ class _Decode:
         return int(choices[count - 1]), after + count
 
 
+# ---------------------------------------------------------------------------------------------
+# The sampled loop (docs/sampling.md): the same rounds, with the rejection rule of Leviathan et
+# al. in place of "the draft equals the argmax". Every random decision goes through `rng`.
+
+
+def _judge(p: np.ndarray, q: np.ndarray, draft: int, rng: Rng) -> int | None:
+    """One draft drawn from `q`, held to the target's `p`: None when it is accepted (with
+    probability min(1, p(d) / q(d))), else the token drawn in its place from the residual
+    norm(max(0, p - q)). Together the two keep the output distributed exactly as `p`."""
+    if rng.accept(min(1.0, p[draft] / q[draft])):
+        return None
+    residual = np.maximum(p - q, 0.0)
+    total = residual.sum()
+    # total is 0 only when p == q, where a rejection has probability 0 (a rounding remnant)
+    return rng.choice(residual / total if total > 0 else p)
+
+
+class _SampledDecode(_Decode):
+    """A sampled run: t1, the residual and the bonus are drawn from the warped scores; drafts
+    are accepted by the rejection rule against the `q` rows they were drawn from."""
+
+    def __init__(self, *args, sampling: Sampling, rng: Rng) -> None:
+        super().__init__(*args)
+        self.sampling = sampling
+        self.rng = rng
+
+    def prefill(self) -> tuple[int, int]:
+        """The greedy prefill (which resets the head), then the head learns how to sample."""
+        t1, pos = super().prefill()
+        if self.head is not None and callable(getattr(self.head, "use_sampling", None)):
+            self.head.use_sampling(self.sampling, self.rng)  # type: ignore[union-attr]
+        return t1, pos
+
+    def p_row(self, logits: np.ndarray, pos: int) -> np.ndarray:
+        """The target's distribution for position `pos` from one row of its scores."""
+        return warp(_check_row(logits, self.vocab, pos), self.sampling)
+
+    def pick(self, logits: np.ndarray, pos: int) -> int:
+        """The next token, drawn from the warped scores for `pos`."""
+        return int(self.rng.choice(self.p_row(logits, pos)))
+
+    def draft(
+        self, t1: int, pos: int, room: int, hidden: np.ndarray | None
+    ) -> tuple[list[int], np.ndarray]:
+        """The drafts and their `q` rows (one-hot for a bare list), each row checked."""
+        drafts, q = super().draft(t1, pos, room, hidden)
+        if q is None:
+            return drafts, one_hot_rows(drafts, self.vocab)
+        q = np.asarray(q, dtype=np.float64)
+        if q.ndim != 2 or q.shape[0] < len(drafts) or q.shape[1] != self.vocab:
+            raise HeadContractError(
+                f"head returned q of shape {q.shape} with {len(drafts)} drafts at position "
+                f"{pos + 1}; expected ({len(drafts)}, {self.vocab})", pos=pos + 1)
+        q = q[: len(drafts)]
+        for slot, (row, token) in enumerate(zip(q, drafts, strict=True)):
+            if not (np.isfinite(row).all() and (row >= 0).all()
+                    and abs(row.sum() - 1.0) <= 1e-6 and row[token] > 0):
+                raise HeadContractError(
+                    f"head's q row for slot {slot} (position {pos + 1 + slot}) is not a "
+                    f"distribution with draft {token} in its support", pos=pos + 1 + slot)
+        return drafts, q
+
+    def judge_drafts(self, drafts: list[int], q: np.ndarray, rows: np.ndarray,
+                     pos: int) -> tuple[int, int]:
+        """Hold `drafts` (for `pos`, `pos + 1`, ...) to `rows` of the target's scores, row i
+        scoring draft i and row len(drafts) the bonus. Returns (drafts accepted, next t1)."""
+        for i, token in enumerate(drafts):
+            replaced = _judge(self.p_row(rows[i], pos + i), q[i], token, self.rng)
+            if replaced is not None:
+                return i, int(replaced)
+        bonus = len(drafts)
+        return bonus, int(self.rng.choice(self.p_row(rows[bonus], pos + bonus)))
+
+    def one_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
+        """t1 and the drafts in one batch; row i scores draft i, the last row the bonus."""
+        room = min(self.k, max_rows - 1, self.budget_left() - 1)
+        drafts, q = self.draft(t1, pos, room, None) if room > 0 else ([], None)
+        if not drafts:
+            return self.plain_step(t1, pos)
+        batch = [t1, *drafts]
+        rows = self.verify_rows(batch, pos)
+        take, following = self.judge_drafts(drafts, q, rows, pos + 1)
+        count = self.emit_and_commit(batch[: take + 1])
+        self.stats.accepted += count - 1
+        return following, pos + count
+
+    def two_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
+        """t1 is stepped; its scores judge d0 before any batch, so only an accepted d0 reaches
+        a verify, whose row i then scores draft i + 1 (the last row the bonus)."""
+        logits = self.base.step(t1, pos)
+        self.stats.steps += 1
+        hidden = np.asarray(self.base.last_hidden())
+        self.head.commit_rows([t1], hidden[None, :], 1)  # type: ignore[union-attr]
+        after = pos + 1
+        if not self.emit(t1):
+            return t1, after  # the run ends: these logits are never read
+        room = min(self.k, max_rows, self.budget_left())
+        drafts, q = self.draft(t1, pos, room, hidden) if room > 0 else ([], None)
+        if not drafts:
+            return self.pick(logits, after), after
+        replaced = _judge(self.p_row(logits, after), q[0], drafts[0], self.rng)
+        if replaced is not None:
+            return int(replaced), after
+        rows = self.verify_rows(drafts, after)
+        take, following = self.judge_drafts(drafts[1:], q[1:], rows, after + 1)
+        count = self.emit_and_commit(drafts[: take + 1])
+        self.stats.accepted += count
+        return following, after + count
+
+
 def run(
     base: BaseModel,
     head: DraftHead | None,
@@ -358,16 +499,32 @@ def run(
     k: int,
     on_token: OnToken | None = None,
     fallback: Fallback | None = None,
+    sampling: Sampling | None = None,
+    rng: Rng | None = None,
+    seed: int | None = None,
 ) -> RunResult:
     """Decode up to `max_tokens` tokens after `prompt`, drafting up to `k` per round with
     `head` (None: plain decode). The tokens equal `greedy()`'s; only the cost differs.
 
     `fallback` (a `onebit.Fallback`) switches the run to plain steps, without the head, after
-    consecutive rounds that cost more than they emit; `stats.fallback_round` says when."""
+    consecutive rounds that cost more than they emit; `stats.fallback_round` says when.
+
+    `sampling` (a `onebit.Sampling` with temperature > 0) samples instead: the output is then
+    distributed exactly as `onebit.sample()`'s. Every random draw goes through `rng` (with
+    `accept(prob)` and `choice(probs)`), by default a `SeededRng(seed)`; the same seed and k
+    give the same text. `sampling=None` or temperature 0 is greedy, and ignores both."""
     tokens = check_request(base, prompt, max_tokens=max_tokens, k=k)
     if fallback is not None and not isinstance(fallback, Fallback):
         raise ValueError(f"fallback must be a onebit.Fallback or None, got {fallback!r}")
-    return _Decode(base, head, tokens, max_tokens, k, on_token, fallback).run()
+    if sampling is not None and not isinstance(sampling, Sampling):
+        raise ValueError(f"sampling must be a onebit.Sampling or None, got {sampling!r}")
+    source = make_rng(rng, seed)
+    if is_greedy(sampling):
+        return _Decode(base, head, tokens, max_tokens, k, on_token, fallback).run()
+    decode = _SampledDecode(base, head, tokens, max_tokens, k, on_token, fallback,
+                            sampling=sampling, rng=source)
+    decode.result.seed = getattr(source, "seed", None)
+    return decode.run()
 
 
 def greedy(

@@ -8,6 +8,7 @@ are its short form.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -68,8 +69,11 @@ class DraftHead(Protocol):
         False: it drafts from committed rows plus t1's token (one-pass round)."""
         ...
 
-    def propose(self, token: int, pos: int, k: int, hidden: np.ndarray | None) -> list[int]:
-        """Up to `k` drafts for positions `pos + 1 .. pos + k`; `token` is t1 at `pos`."""
+    def propose(
+        self, token: int, pos: int, k: int, hidden: np.ndarray | None
+    ) -> list[int] | Drafts:
+        """Up to `k` drafts for positions `pos + 1 .. pos + k`; `token` is t1 at `pos`. A
+        sampling head returns `Drafts` (the tokens and the `q` rows they were drawn from)."""
         ...
 
     def commit_rows(self, tokens: Sequence[int], rows: np.ndarray, count: int) -> None:
@@ -79,4 +83,28 @@ class DraftHead(Protocol):
 
     def reset(self) -> None:
         """Forget everything."""
+        ...
+
+
+@dataclass(frozen=True)
+class Drafts:
+    """What a sampling head's `propose` may return instead of a bare token list: the drafts and,
+    row for row, the distribution `q` each was drawn from (`[len(tokens), vocab_size]`, float).
+
+    The loop accepts draft i with probability `min(1, p_i(d_i) / q_i(d_i))`, so `q` must be
+    exactly what the draft was drawn from. A bare list means deterministic drafts: a one-hot
+    `q`. Under greedy decoding only the tokens are read."""
+
+    tokens: Sequence[int]
+    q: np.ndarray
+
+
+@runtime_checkable
+class SamplingHead(Protocol):
+    """A head that drafts by sampling. The loop calls `use_sampling` after `reset()` on every
+    sampled run (never on a greedy one); the head then draws its drafts with `rng` from its own
+    logits warped by `sampling`, and returns `Drafts` with their `q` rows."""
+
+    def use_sampling(self, sampling: object, rng: object) -> None:
+        """`sampling` is an `onebit.Sampling`; `rng` has `accept(prob)` and `choice(probs)`."""
         ...
