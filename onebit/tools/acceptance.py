@@ -1,4 +1,4 @@
-"""Score a draft head against its target on prompts of token ids (design/drafts.md).
+"""Score a draft head against its target on prompts of token ids (docs/tools.md).
 
 For each prompt:
 1. the target steps the prompt, then `tokens` greedy tokens, recording each position's hidden
