@@ -94,7 +94,7 @@ def render(document: Document, fmt: str) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; known: {FORMATS}")
     markdown = fmt == "md"
-    lines = [f"### {document.title}" if markdown else document.title]
+    lines = [f"## {document.title}" if markdown else document.title]
     for block in document.blocks:
         lines.append("")
         if isinstance(block, Table):

@@ -292,7 +292,7 @@ def test_a_mutant_that_no_longer_applies_is_an_error(end_to_end):
     assert re.search(r"^3 mutants: 2 killed, 0 survived, 1 errors in \d+\.\d s$", text, re.M)
     assert re.search(r"01-commit-take-rows\s+I2 I3 I5\s+.*I2-state:\d+.*killed", text)
     md = report.to_markdown()
-    assert md.startswith("### mutant catalogue `loop`")
+    assert md.startswith("## mutant catalogue `loop`")
     assert "| mutant | breaks | failing checks | failed | verdict |" in md
     assert "| `90-stale-context` | I1 |" in md and "| error |" in md
     data = json.loads(report.to_json())
