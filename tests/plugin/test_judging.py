@@ -127,14 +127,14 @@ def test_expected_failures_need_known_checks_and_reasons(expected):
 def test_loop_contract_declares_expected_failures_as_strict_xfail(pytester):
     """`LoopContract.expected_failed_checks` makes that check's tests xfail with the reason;
     a declared check that passes is XPASS(strict), a failure of the run."""
-    pytester.makepyfile(test_declared_in_process=f"""
+    pytester.makepyfile(test_declared_in_process="""
 import pytest
 from pytest_onebit import LoopContract, Scenario
 from tests_judging_loops import run_without_stopped
 
 class TestNoStopped(LoopContract):
     scenarios = [Scenario(stop_at=6, k=4)]
-    expected_failed_checks = {{"I10-consumer-stop": "our loop has no stopped"}}
+    expected_failed_checks = {"I10-consumer-stop": "our loop has no stopped"}
 
     @pytest.fixture
     def loop(self):
@@ -142,7 +142,7 @@ class TestNoStopped(LoopContract):
 
 class TestStale(LoopContract):
     scenarios = [Scenario(head="garbage", k=4)]
-    expected_failed_checks = {{"I8-pass-law-garbage": "believed broken"}}
+    expected_failed_checks = {"I8-pass-law-garbage": "believed broken"}
 """)
     pytester.makepyfile(tests_judging_loops="""
 import onebit
