@@ -57,8 +57,9 @@ class LoopContract:
     """Invariants I1..I12 of docs/contract.md, one test method per named check."""
 
     scenarios: Sequence[Scenario] = tuple(standard_scenarios())
-    #: check name -> why it is expected to fail; such a check is a strict xfail with that
-    #: reason (a pass is reported as XPASS and fails the run: the declaration is stale).
+    #: check name -> why it is expected to fail; each test of that check is an xfail with the
+    #: reason when it fails and an XPASS (reported, not a failure) when it passes. Unknown
+    #: names are a collection error. `check_loop` judges per check, and fails a stale one.
     expected_failed_checks: Mapping[str, str] = {}
 
     @pytest.fixture
