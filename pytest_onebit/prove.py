@@ -1,7 +1,8 @@
 """`onebit prove`: hold a loop to the whole contract on the toy base and say so at a glance.
 
-The report has two tables: checks passed / failed per invariant (every standard scenario), and
-the cost of each arm of the main grid (round kind x head x k) in base passes.
+The report has two tables: checks passed / failed per invariant (every standard scenario, then
+the sampling checks S1..S4 when the loop samples), and the cost of each arm of the main grid
+(round kind x head x k) in base passes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from onebit.report import Document, Rendered, Table, cols
 from pytest_onebit.checks import CHECKS
 from pytest_onebit.conformance import ContractReport, check_loop
+from pytest_onebit.sampling_contract import SAMPLING_CHECKS, check_sampling, sampled_in, samples
 from pytest_onebit.scenarios import arm_scenarios
 from pytest_onebit.trace import RunFn, Trace
 
@@ -34,20 +36,28 @@ class ProveReport(Rendered):
     contract: ContractReport
     arms: list[Arm] = field(default_factory=list)
     seconds: float = 0.0
+    sampling: ContractReport | None = None  # S1..S4; None for a loop that does not sample
 
     @property
     def ok(self) -> bool:
-        return self.contract.ok
+        return self.contract.ok and (self.sampling is None or self.sampling.ok)
+
+    @property
+    def combined(self) -> ContractReport:
+        """The loop checks and the sampling checks as one report."""
+        return sampled_in(self.contract, self.sampling)
 
     def check_rows(self) -> list[tuple[str, int, int, str, str]]:
         """(check, passed, failed, status, what it proves) per check that ran."""
-        c = self.contract
-        failed = c.failed_by_check()
-        return [(name, c.ran_by_check[name] - failed[name], failed[name], c.status(name),
-                 CHECKS[name].doc.split("\n")[0]) for name in c.ran_by_check]
+        rows = []
+        for c, docs in ((self.contract, CHECKS), (self.sampling, SAMPLING_CHECKS)):
+            failed = c.failed_by_check() if c is not None else {}
+            rows += [(name, c.ran_by_check[name] - failed[name], failed[name], c.status(name),
+                      docs[name].doc.split("\n")[0]) for name in failed]
+        return rows
 
     def closing_line(self) -> str:
-        c = self.contract
+        c = self.combined
         passed = c.ran - len(c.failures)
         expected = len(c.failures) - len(c.unexpected_failures)
         verdict = "the loop keeps the contract" if self.ok else "THE LOOP BREAKS THE CONTRACT"
@@ -70,17 +80,17 @@ class ProveReport(Rendered):
         if reasons:
             blocks.append("expected failures: " + "; ".join(f"{n}: {why}"
                                                               for n, why in reasons.items()))
-        if self.contract.unexpected_failures:
+        if self.combined.unexpected_failures:
             blocks.append("first failures:\n" + "\n".join(
                 f"  {f.check} [{f.scenario}]: {f.message.splitlines()[0] if f.message else ''}"
-                for f in self.contract.unexpected_failures[:5]))
+                for f in self.combined.unexpected_failures[:5]))
         data = {
             "loop": self.loop,
             "ok": self.ok,
             "checks": [{"check": n, "passed": p, "failed": f, "status": s,
                         **({"reason": reasons[n]} if n in reasons else {})}
                        for n, p, f, s, _ in self.check_rows()],
-            "failures": [asdict(f) for f in self.contract.failures],
+            "failures": [asdict(f) for f in self.combined.failures],
             "arms": [asdict(a) for a in self.arms],
             "seconds": round(self.seconds, 3),
         }
@@ -108,4 +118,5 @@ def prove(run: RunFn, *, name: str = "onebit.run",
 
     contract = check_loop(run, raise_on_failure=False, on_trace=cost,
                           expected_failed_checks=expected_failed_checks)
-    return ProveReport(name, contract, costed, time.perf_counter() - started)
+    sampling = check_sampling(run, raise_on_failure=False) if samples(run) else None
+    return ProveReport(name, contract, costed, time.perf_counter() - started, sampling)
