@@ -1,0 +1,160 @@
+"""run() with sampling: the greedy limit, seeds, the head's q rows checked, a consumer stop,
+bad arguments, and a property test of the exact distribution over random knobs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import onebit
+from onebit import Drafts, HeadContractError, Sampling, SeededRng
+from onebit.heads.choose import choose
+from pytest_onebit.enumeration import (
+    assert_distribution_equivalent,
+    exact_distribution,
+    plain_distribution,
+)
+from pytest_onebit.heads import Oracle, half_head
+from pytest_onebit.sampling_heads import FLAVOURS, KINDS, MemoToyBase, sampling_head
+from pytest_onebit.toy import ToyBase
+
+PROMPT = [3, 1, 4]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_temperature_zero_is_todays_greedy(flavour):
+    """sampling=Sampling(0, ...) runs the greedy loop: the same text and the same stats as
+    sampling=None, with an oracle head that is half right."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 60)
+    plain = onebit.run(ToyBase(), half_head(oracle, flavour), PROMPT, max_tokens=40, k=5)
+    zero = onebit.run(ToyBase(), half_head(oracle, flavour), PROMPT, max_tokens=40, k=5,
+                      sampling=Sampling(0.0, top_k=3, top_p=0.5), seed=4)
+    assert zero.tokens == plain.tokens == onebit.greedy(ToyBase(), PROMPT, max_tokens=40).tokens
+    assert zero.stats == plain.stats
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_seed_replays_and_is_reported(flavour):
+    """seed=s twice gives the same tokens; result.seed says s; with no seed the run draws
+    one, reports it, and a run with that seed replays the text."""
+    base = ToyBase()
+    s = Sampling(0.9, top_k=10)
+
+    def go(**source):
+        return onebit.run(base, sampling_head(base, "model", flavour), PROMPT,
+                          max_tokens=30, k=4, sampling=s, **source)
+
+    first, again = go(seed=12), go(seed=12)
+    assert first.tokens == again.tokens and first.seed == 12
+    drawn = go()
+    assert drawn.seed is not None and go(seed=drawn.seed).tokens == drawn.tokens
+    assert go(rng=SeededRng(12)).tokens == first.tokens
+
+
+def test_q_equal_to_p_accepts_every_draft():
+    """With q = p the acceptance probability min(1, p/q) is exactly 1: every draft proposed
+    is accepted, and the base commits prompt + emitted."""
+    base = ToyBase(vocab_size=16)
+    result = onebit.run(base, sampling_head(base, "same"), PROMPT, max_tokens=25, k=4,
+                        sampling=Sampling(1.0), seed=3)
+    assert len(result.tokens) == 25 and result.stats.accepted == result.stats.proposed
+    assert base.committed == PROMPT + result.tokens
+
+
+class _BadQHead:
+    """A head whose q rows are broken in a chosen way."""
+
+    def __init__(self, how):
+        self.how = how
+
+    def needs_last_hidden(self):
+        return False
+
+    def reset(self):
+        pass
+
+    def commit_rows(self, tokens, rows, count):
+        pass
+
+    def propose(self, token, pos, k, hidden):
+        q = np.full((k, 64), 1 / 64)
+        if self.how == "shape":
+            return Drafts([1] * k, q[:, :10])
+        if self.how == "zero":
+            q[:, 1] = 0.0
+            q[:, 2] += 1 / 64
+        if self.how == "sum":
+            q *= 2
+        return Drafts([1] * k, q)
+
+
+@pytest.mark.parametrize("how", ["shape", "zero", "sum"])
+def test_a_head_with_bad_q_rows_is_a_head_contract_error(how):
+    """q of the wrong shape, q not a distribution, or a draft q says is impossible: a
+    HeadContractError naming the position, with committed == emitted."""
+    base = ToyBase()
+    with pytest.raises(HeadContractError, match="position") as info:
+        onebit.run(base, _BadQHead(how), PROMPT, max_tokens=10, k=3, sampling=Sampling(1.0),
+                   seed=0)
+    assert base.committed == PROMPT + info.value.emitted
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"sampling": 0.7}, "sampling"), ({"sampling": Sampling(), "seed": -2}, "seed"),
+    ({"sampling": Sampling(), "seed": 1, "rng": SeededRng(1)}, "not both"),
+    ({"sampling": Sampling(), "rng": object()}, "accept"),
+])
+def test_bad_sampling_arguments_raise_before_the_base_is_touched(kwargs, message):
+    """A bad sampling, seed or rng is a ValueError, and the base is never stepped."""
+    base = ToyBase()
+    with pytest.raises(ValueError, match=message):
+        onebit.run(base, None, PROMPT, max_tokens=5, k=2, **kwargs)
+    assert base.steps == 0
+    with pytest.raises(ValueError, match=message):
+        onebit.sample(base, PROMPT, max_tokens=5, **{"sampling": Sampling(), **kwargs})
+    assert base.steps == 0
+
+
+@given(st.sampled_from(FLAVOURS), st.sampled_from(KINDS), st.integers(1, 6),
+       st.integers(1, 20), st.integers(0, 2**31))
+@settings(max_examples=40)
+def test_a_consumer_stop_commits_exactly_what_was_emitted(flavour, kind, k, stop, seed):
+    """Wherever the consumer stops a sampled run, j tokens are emitted and j committed."""
+    base = ToyBase(vocab_size=16)
+    seen = []
+    result = onebit.run(base, sampling_head(base, kind, flavour), PROMPT, max_tokens=20, k=k,
+                        sampling=Sampling(1.0, top_k=4), seed=seed,
+                        on_token=lambda t: seen.append(t) or len(seen) < stop)
+    assert len(result.tokens) == len(seen) == min(stop, 20)
+    assert base.committed == PROMPT + result.tokens
+
+
+@given(st.sampled_from(FLAVOURS), st.sampled_from(KINDS), st.integers(1, 4),
+       st.floats(0.3, 2.0), st.integers(0, 3), st.sampled_from([1.0, 0.9, 0.6]),
+       st.integers(0, 50), st.integers(1, 8))
+@settings(max_examples=25)
+def test_the_exact_distribution_holds_for_any_knobs(flavour, kind, k, temperature, top_k,
+                                                      top_p, seed, rows):
+    """For random round kind, head kind, k, temperature, top-k, top-p, toy weights and row
+    limit, a 2-token sampled run on a 3-token toy has plain sampling's exact distribution."""
+    s = Sampling(temperature, top_k, top_p)
+    base = MemoToyBase(vocab_size=3, seed=seed, max_batch_rows=rows)
+    d = exact_distribution(onebit.run, base, sampling_head(base, kind, flavour), [2, 0],
+                           max_tokens=2, k=k, sampling=s)
+    want = plain_distribution(ToyBase(vocab_size=3, seed=seed), [2, 0], max_tokens=2,
+                              sampling=s)
+    assert_distribution_equivalent(d, want, atol=1e-12)
+
+
+def test_choose_greedy_and_sampled():
+    """choose: argmax with a one-hot q when greedy or without an rng; otherwise a draw from
+    warp(logits) returned with exactly that row."""
+    logits = np.array([0.1, 2.0, 1.9, -1.0])
+    for sampling, rng in ((None, SeededRng(0)), (Sampling(0.0), SeededRng(0)),
+                          (Sampling(1.0), None)):
+        token, q = choose(logits, sampling, rng)
+        assert token == 1 and q.tolist() == [0.0, 1.0, 0.0, 0.0]
+    s = Sampling(1.0, top_k=2)
+    draws = {choose(logits, s, rng)[0] for rng in [SeededRng(i) for i in range(40)]}
+    assert draws == {1, 2}
+    np.testing.assert_array_equal(choose(logits, s, SeededRng(0))[1], onebit.warp(logits, s))
