@@ -154,8 +154,19 @@ def _check_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
 # The loop
 
 
+def _tell_sampling(head: DraftHead, sampling: Sampling | None, rng: Rng | None) -> None:
+    """A sampling head learns how this run samples, after its reset: (None, None) on a greedy
+    run, so a head that sampled in the last run drafts greedily in this one."""
+    use = getattr(head, "use_sampling", None)
+    if callable(use):
+        use(sampling, rng)
+
+
 class _Decode:
     """One run's state: the cursor, what was emitted, and the counters."""
+
+    sampling: Sampling | None = None  # greedy; a sampled run sets both (see _SampledDecode)
+    rng: Rng | None = None
 
     def __init__(
         self,
@@ -243,6 +254,7 @@ class _Decode:
         self.base.reset()
         if self.head is not None:
             self.head.reset()
+            _tell_sampling(self.head, self.sampling, self.rng)
         rows = []
         for pos, token in enumerate(self.prompt):
             logits = self.base.step(token, pos)
@@ -405,13 +417,6 @@ class _SampledDecode(_Decode):
         super().__init__(*args)
         self.sampling = sampling
         self.rng = rng
-
-    def prefill(self) -> tuple[int, int]:
-        """The greedy prefill (which resets the head), then the head learns how to sample."""
-        t1, pos = super().prefill()
-        if self.head is not None and callable(getattr(self.head, "use_sampling", None)):
-            self.head.use_sampling(self.sampling, self.rng)  # type: ignore[union-attr]
-        return t1, pos
 
     def p_row(self, logits: np.ndarray, pos: int) -> np.ndarray:
         """The target's distribution for position `pos` from one row of its scores."""

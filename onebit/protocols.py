@@ -101,10 +101,12 @@ class Drafts:
 
 @runtime_checkable
 class SamplingHead(Protocol):
-    """A head that drafts by sampling. The loop calls `use_sampling` after `reset()` on every
-    sampled run (never on a greedy one); the head then draws its drafts with `rng` from its own
-    logits warped by `sampling`, and returns `Drafts` with their `q` rows."""
+    """A head that drafts by sampling. The loop calls `use_sampling` right after `reset()` on
+    every run: with the run's `Sampling` and rng on a sampled run, with (None, None) on a greedy
+    one. The head then draws its drafts with `rng` from its own logits warped by `sampling` and
+    returns `Drafts` with their `q` rows; when greedy it drafts its argmax as before."""
 
     def use_sampling(self, sampling: object, rng: object) -> None:
-        """`sampling` is an `onebit.Sampling`; `rng` has `accept(prob)` and `choice(probs)`."""
+        """`sampling` is an `onebit.Sampling` (or None: greedy); `rng` has `accept(prob)` and
+        `choice(probs)` (None when greedy)."""
         ...

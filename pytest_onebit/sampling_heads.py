@@ -116,7 +116,6 @@ class ToySamplingHead:
     def reset(self) -> None:
         self.resets += 1
         self.committed = []
-        self.sampling, self.rng = None, None  # a greedy run after a sampled one drafts greedily
 
     def commit_rows(self, tokens: Sequence[int], rows: np.ndarray, count: int) -> None:
         self.committed.extend(int(t) for t in tokens[:count])

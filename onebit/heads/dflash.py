@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from onebit.heads import checkpoint
+from onebit.heads.choose import SamplingDrafter
 from onebit.heads.errors import DraftError, DraftFileError, DraftMismatchError
 from onebit.heads.layers import (
     DraftLayer,
@@ -50,7 +51,6 @@ from onebit.heads.layers import (
     rmsnorm,
 )
 from onebit.heads.target import (
-    argmax_tokens,
     check_hidden_size,
     check_target,
     embed_rows,
@@ -157,7 +157,7 @@ class DFlashDraft:
         return [layer.keys_values(self.config, context, positions) for layer in self.layers]
 
 
-class DFlashHead:
+class DFlashHead(SamplingDrafter):
     """A one-pass `DraftHead` around a `DFlashDraft` and its target.
 
     Construction checks the pairing (hidden size, layer ids, mask token) and asks the target
@@ -234,7 +234,7 @@ class DFlashHead:
         tokens = [int(token)] + [c.mask_token_id] * (c.block_size - 1)
         x = embed_rows(self.target, tokens, c.embedding_scale, self.draft.dtype)
         rows = self.draft.block(x, pos, [(k_.view(), v_.view()) for k_, v_ in self._kv])
-        return argmax_tokens(self.target, self._norm(rows[1 : 1 + n]))
+        return self.answer(*self.choose_rows(self.target, self._norm(rows[1 : 1 + n])))
 
 
 # ---------------------------------------------------------------------------------------------

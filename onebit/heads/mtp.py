@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from onebit.heads import checkpoint
+from onebit.heads.choose import SamplingDrafter
 from onebit.heads.errors import DraftError
 from onebit.heads.layers import (
     DraftLayer,
@@ -44,7 +45,7 @@ from onebit.heads.layers import (
     read_stack_fields,
     rmsnorm,
 )
-from onebit.heads.target import argmax_tokens, check_hidden_size, check_target, embed_rows
+from onebit.heads.target import check_hidden_size, check_target, embed_rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +112,7 @@ class MTPDraft:
         return rmsnorm(x, self.norm, c.rms_norm_eps), wrote
 
 
-class MTPHead:
+class MTPHead(SamplingDrafter):
     """A two-pass `DraftHead` around an `MTPDraft` and its target."""
 
     def __init__(self, draft: MTPDraft, target: object) -> None:
@@ -166,7 +167,7 @@ class MTPHead:
             raise DraftError(f"MTP head asked to draft after t1 at position {pos}, but "
                              f"{self.length} positions are committed (t1 must be the last)")
         h = np.asarray(hidden, self.draft.dtype)[None]
-        drafts = argmax_tokens(self.target, h)  # b: what the target itself chose
+        drafts, q = self.choose_rows(self.target, h)  # b: what the target itself chose
         past = self._past()  # the chain's rows are added to copies, never to the cache
         for i in range(1, k):
             x = self.draft.inputs(embed_rows(self.target, drafts[-1:], 1.0, self.draft.dtype),
@@ -174,8 +175,10 @@ class MTPHead:
             h, wrote = self.draft.forward(x, pos + i, past)
             past = [(np.concatenate([pk, nk]), np.concatenate([pv, nv]))
                     for (pk, pv), (nk, nv) in zip(past, wrote, strict=True)]
-            drafts += argmax_tokens(self.target, h)
-        return drafts
+            more, q_more = self.choose_rows(self.target, h)
+            drafts += more
+            q = None if q is None else np.concatenate([q, q_more])
+        return self.answer(drafts, q)
 
 
 # ---------------------------------------------------------------------------------------------
