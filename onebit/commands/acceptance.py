@@ -50,6 +50,32 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="greedy tokens after each prompt (default 64)")
     parser.add_argument("--ngram-n", type=int, default=3,
                         help="the n-gram head's longest match (default 3)")
+    group = parser.add_argument_group("sampling (docs/sampling.md)")
+    group.add_argument("--temperature", type=float, default=0.0,
+                       help="sample at this temperature (default 0: greedy)")
+    group.add_argument("--top-k", type=int, default=0,
+                       help="sample from the k most likely tokens only (default 0: all)")
+    group.add_argument("--top-p", type=float, default=1.0,
+                       help="sample from the smallest set reaching this mass (default 1.0)")
+    group.add_argument("--seed", type=int, default=0,
+                       help="the seed of the sampled runs (default 0; prompt i uses seed + i "
+                       "in acceptance)")
+
+
+def sampling_of(args: argparse.Namespace):
+    """The `onebit.Sampling` the options ask for, or None for greedy (temperature 0); a
+    ValueError naming the bad option otherwise."""
+    from onebit.sampling import Sampling
+
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    try:
+        sampling = Sampling(args.temperature, args.top_k, args.top_p)
+    except ValueError as error:
+        raise ValueError(str(error).replace("Sampling.", "--").replace("_", "-")) from None
+    if sampling.greedy and (args.top_k or args.top_p != 1.0):
+        raise ValueError("--top-k and --top-p need --temperature above 0 (0 is greedy)")
+    return None if sampling.greedy else sampling
 
 
 def main(args: argparse.Namespace) -> int:
@@ -62,22 +88,31 @@ def main(args: argparse.Namespace) -> int:
         read_prompt_ids,
     )
     from onebit.tools.progress import Progress
+    from onebit.tools.sampled_acceptance import score_sampled
 
     try:
         if args.tokens < 1:
             raise ToolInputError(f"--tokens must be >= 1, got {args.tokens}")
         if args.k is not None and args.k < 1:
             raise ToolInputError(f"--k must be >= 1, got {args.k}")
+        sampling = sampling_of(args)
         target = load_target(args.model)
         prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
         head = make_head(args.head, target, draft=args.draft, k=args.k or 8,
                          ngram_n=args.ngram_n, prompts=prompts, tokens=args.tokens)
         k = args.k or natural_k(head)
+        if sampling is not None and args.all_positions:
+            raise ToolInputError("--all-positions walks the greedy text; it does not sample")
         progress = Progress(len(prompts) * args.tokens, "acceptance")
         try:
-            report = score(target, head, prompts, tokens=args.tokens, k=k,
-                           all_positions=args.all_positions, head_name=args.head,
-                           model_name=str(args.model), progress=progress)
+            if sampling is not None:
+                report = score_sampled(target, head, prompts, tokens=args.tokens, k=k,
+                                       sampling=sampling, seed=args.seed, head_name=args.head,
+                                       model_name=str(args.model), progress=progress)
+            else:
+                report = score(target, head, prompts, tokens=args.tokens, k=k,
+                               all_positions=args.all_positions, head_name=args.head,
+                               model_name=str(args.model), progress=progress)
         finally:
             progress.close()
     except (ValueError, OSError) as error:

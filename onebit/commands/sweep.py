@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from onebit.commands.acceptance import add_common_options
+from onebit.commands.acceptance import add_common_options, sampling_of
 from onebit.commands.common import add_format, emit, fail
 
 
@@ -50,6 +50,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         ks = parse_ks(args.k)
+        sampling = sampling_of(args)
         fallback = None if args.fallback is None else Fallback(window=args.fallback)
         if args.tokens < 1:
             raise ToolInputError(f"--tokens must be >= 1, got {args.tokens}")
@@ -64,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
             report = sweep(target, head, prompts, ks=ks, tokens=args.tokens,
                            repeats=args.repeats, head_name=args.head,
                            model_name=str(args.model), progress=progress,
-                           fallback=fallback)
+                           fallback=fallback, sampling=sampling, seed=args.seed)
         finally:
             progress.close()
     except (ValueError, OSError) as error:

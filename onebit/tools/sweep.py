@@ -32,6 +32,7 @@ from onebit.fallback import Fallback
 from onebit.loop import RunStats
 from onebit.protocols import BaseModel, DraftHead
 from onebit.report import Document, Rendered, Table, cols
+from onebit.sampling import Sampling
 
 #: The RunStats counters a sweep row sums over its prompts.
 COUNTED = ("accepted", "proposed", "batches", "steps", "emitted")
@@ -84,6 +85,7 @@ class SweepReport(Rendered):
     rows: list[SweepRow]
     max_batch_rows: int | None = None
     fallback: str | None = None  # the policy the runs had, if any
+    sampling: str | None = None  # how the runs sampled (None: greedy), with the seed
 
     @property
     def break_even_k(self) -> int | None:
@@ -102,6 +104,7 @@ class SweepReport(Rendered):
         return {"head": self.head, "model": self.model, "tokens": self.tokens,
                 "prompts": self.prompts, "repeats": self.repeats,
                 "max_batch_rows": self.max_batch_rows, "fallback": self.fallback,
+                "sampling": self.sampling,
                 "plain": self.plain.to_dict(), "rows": [r.to_dict() for r in self.rows],
                 "break_even_k": self.break_even_k, "best_k": self.best_k}
 
@@ -123,7 +126,8 @@ class SweepReport(Rendered):
             rows.append(cells)
         setup = (f"{self.prompts} prompt(s) x {self.tokens} tokens, time = median of "
                  f"{self.repeats} repeat(s) (min .. max)"
-                 + (f"; fallback {self.fallback}" if self.fallback else ""))
+                 + (f"; fallback {self.fallback}" if self.fallback else "")
+                 + (f"; sampled: {self.sampling}" if self.sampling else ""))
         be = self.break_even_k
         blocks: list = [setup, Table(cols(*names, numeric=names[1:]), rows),
                         f"Break-even k (smallest k faster than plain decode): "
@@ -162,8 +166,9 @@ class DecodeClock:
 
 
 def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequence[int]], *,
-               tokens: int, k: int | None,
-               fallback: Fallback | None = None) -> tuple[SweepRow, float]:
+               tokens: int, k: int | None, fallback: Fallback | None = None,
+               sampling: Sampling | None = None, seed: int | None = None,
+               ) -> tuple[SweepRow, float]:
     """Run every prompt once at this k (None: plain decode, without the head). Returns a row
     of the summed counts (no time yet) and the decode seconds."""
     row = SweepRow(k, RunStats())
@@ -171,7 +176,8 @@ def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequen
     for prompt in prompts:
         clock = DecodeClock(base, len(prompt))
         result = onebit.run(clock, None if k is None else head, prompt, max_tokens=tokens,
-                            k=k or 0, fallback=fallback)
+                            k=k or 0, fallback=fallback, sampling=sampling,
+                            seed=None if sampling is None else seed)
         end = time.perf_counter()
         seconds += end - (clock.decode_start or end)
         add_stats(row.stats, result.stats)
@@ -181,25 +187,28 @@ def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequen
 
 def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *, ks: Sequence[int],
           tokens: int, repeats: int = 3, head_name: str = "", model_name: str = "",
-          progress=None, fallback: Fallback | None = None) -> SweepReport:
+          progress=None, fallback: Fallback | None = None, sampling: Sampling | None = None,
+          seed: int = 0) -> SweepReport:
     """The sweep over `ks` and the plain decode baseline (see the module docstring).
 
     Every arm (plain decode and each k) first runs the first prompt once untimed (compiled
     kernels, caches, first-use costs); then each repeat runs plain decode and every k in
     turn, so a machine that slows down or speeds up during the sweep moves every row alike
-    instead of the last ones."""
+    instead of the last ones. With `sampling` every run is sampled with the same `seed`, so
+    each arm emits the same text in every repeat."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if not ks or any(k < 1 for k in ks):
         raise ValueError(f"every k must be >= 1, got {list(ks)}")
     arms: list[int | None] = [None, *ks]
     for k in arms:  # warm-up, untimed
-        timed_runs(base, head, prompts[:1], tokens=tokens, k=k, fallback=fallback)
+        timed_runs(base, head, prompts[:1], tokens=tokens, k=k, fallback=fallback,
+                   sampling=sampling, seed=seed)
     rows: dict[int | None, SweepRow] = {}
     for _ in range(repeats):
         for k in arms:
             counted, seconds = timed_runs(base, head, prompts, tokens=tokens, k=k,
-                                          fallback=fallback)
+                                          fallback=fallback, sampling=sampling, seed=seed)
             row = rows.setdefault(k, counted)
             if row.counts() != counted.counts():
                 raise RuntimeError(f"the pass counts at k = {k} changed between repeats: the "
@@ -211,7 +220,8 @@ def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
     return SweepReport(head_name or type(head).__name__, model_name, tokens, len(prompts),
                        repeats, rows[None], [rows[k] for k in ks],
                        max_batch_rows=int(base.max_batch_rows()),
-                       fallback=None if fallback is None else repr(fallback))
+                       fallback=None if fallback is None else repr(fallback),
+                       sampling=None if sampling is None else f"{sampling}, seed {seed}")
 
 
 def parse_ks(text: str) -> list[int]:

@@ -1,0 +1,121 @@
+"""Sampled speculative decoding against plain sampling, side by side (A B A B), with spreads.
+
+    .venv/bin/python benchmarks/sample_ab.py [--model DIR] [--rounds 3] [--tokens 32]
+        [--temperature 0.3] [--top-k 20] [--k 4]
+
+Without --model it fabricates a Q4NX qwen3 (hidden 1024, 4 layers, intermediate 2816, vocab
+8192), the model the forward benchmark uses. Arms, each timed on decode only (the prefill
+apart), alternating round by round:
+- plain sampling, `onebit.sample` (one step per token);
+- sampled speculative decoding, `onebit.run` with prompt lookup (`NgramHead`, deterministic
+  drafts: one-hot q) at --k;
+- greedy decoding and greedy prompt lookup, for reference.
+Each row: tokens/s as median [min .. max] over the rounds, base passes per token and the draft
+acceptance rate. The same seed is used in every round, so each arm emits the same text every
+time (the sha256 of its tokens is printed); sampled speculative text differs from plain
+sampling's (the draws are consumed in another order) but has the same distribution
+(docs/sampling.md).
+
+Also prints the enumeration time of the largest trees the sampling suite enumerates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import onebit
+from onebit.heads import NgramHead
+from onebit.models import fabricate_model, load_model
+from onebit.tools.sweep import DecodeClock
+
+PROMPT = [11, 7, 300, 42, 9, 1000, 5, 77, 11, 7, 300, 42]
+
+
+def spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    return (f"{fmt.format(statistics.median(values))} "
+            f"[{fmt.format(min(values))} .. {fmt.format(max(values))}]")
+
+
+def timed(clock: DecodeClock, fn) -> tuple[float, onebit.RunResult]:
+    result = fn()
+    assert clock.decode_start is not None
+    return time.perf_counter() - clock.decode_start, result
+
+
+def arms(clock: DecodeClock, args: argparse.Namespace) -> dict:
+    s = onebit.Sampling(args.temperature, top_k=args.top_k)
+    n = args.tokens
+    return {
+        "plain sampling": lambda: onebit.sample(clock, PROMPT, max_tokens=n, sampling=s,
+                                                seed=args.seed),
+        f"sampled, prompt lookup k={args.k}": lambda: onebit.run(
+            clock, NgramHead(n=2, k=args.k), PROMPT, max_tokens=n, k=args.k, sampling=s,
+            seed=args.seed),
+        "greedy": lambda: onebit.greedy(clock, PROMPT, max_tokens=n),
+        f"greedy, prompt lookup k={args.k}": lambda: onebit.run(
+            clock, NgramHead(n=2, k=args.k), PROMPT, max_tokens=n, k=args.k),
+    }
+
+
+def enumeration_times() -> list[str]:
+    """The largest trees of the sampling suite: leaves and seconds."""
+    from pytest_onebit.sampling_contract import distribution_scenarios, execute_sampled
+
+    lines = []
+    for s in distribution_scenarios():
+        if s.id in ("two-pass-mixed-k2-t1-v4-n3", "one-pass-model-k2-t1-top3-v5-n3",
+                    "two-pass-blend-k4-t1-v3-n3"):
+            t = execute_sampled(onebit.run, s)
+            assert t.speculative is not None
+            lines.append(f"| {s.id} | {t.speculative.leaves} | {len(t.plain.probs)} | "
+                         f"{t.speculative.seconds:.2f} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=0.3)
+    parser.add_argument("--top-k", type=int, default=20)
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    tmp = tempfile.TemporaryDirectory()
+    path = args.model or fabricate_model(Path(tmp.name) / "m", "qwen3", hidden_size=1024,
+                                         num_hidden_layers=4, intermediate_size=2816,
+                                         vocab_size=8192)
+    model = load_model(path)
+    clock = DecodeClock(model, len(PROMPT))
+    runs = arms(clock, args)
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    results: dict[str, onebit.RunResult] = {}
+    for fn in runs.values():  # warm-up (weights unpacked, caches filled)
+        timed(clock, fn)
+    for _ in range(args.rounds):
+        for name, fn in runs.items():
+            elapsed, results[name] = timed(clock, fn)
+            seconds[name].append(elapsed)
+    print(f"model {path}, {args.tokens} tokens, temperature {args.temperature}, "
+          f"top-k {args.top_k}, seed {args.seed}, {args.rounds} rounds (A B A B)\n")
+    print("| arm | tokens/s | base passes per token | acceptance | tokens sha256 |")
+    print("|---|---:|---:|---:|---|")
+    for name, values in seconds.items():
+        r = results[name]
+        rates = [len(r.tokens) / v for v in values]
+        digest = hashlib.sha256(str(r.tokens).encode()).hexdigest()[:12]
+        print(f"| {name} | {spread(rates)} | {r.stats.passes_per_token:.3f} | "
+              f"{r.stats.acceptance_rate:.2f} | {digest} |")
+    print("\n| largest trees of the sampling suite | leaves | sequences | seconds |")
+    print("|---|---:|---:|---:|")
+    print("\n".join(enumeration_times()))
+
+
+if __name__ == "__main__":
+    main()
