@@ -10,7 +10,7 @@ apart), alternating round by round:
 - sampled speculative decoding, `onebit.run` with prompt lookup (`NgramHead`) and with the
   greedy oracle (`GreedyOracleHead`: the target's greedy text, known in advance, the ceiling
   of greedy drafting), both deterministic drafts (one-hot q), at --k;
-- greedy decoding with the same two heads, for reference.
+- greedy decoding, plain and with the greedy oracle, for reference.
 A fabricated model has random weights, so its sampled text rarely repeats itself (prompt lookup
 finds little) and leaves the greedy text at the first token the temperature changes (the
 oracle then has nothing to propose): the arms measure the sampled loop's overhead and what a
@@ -68,8 +68,6 @@ def arms(clock: DecodeClock, args: argparse.Namespace) -> dict:
         "greedy": lambda: onebit.greedy(clock, PROMPT, max_tokens=n),
         f"greedy, greedy oracle k={args.k}": lambda: onebit.run(
             clock, oracle, PROMPT, max_tokens=n, k=args.k),
-        f"greedy, prompt lookup k={args.k}": lambda: onebit.run(
-            clock, NgramHead(n=2, k=args.k), PROMPT, max_tokens=n, k=args.k),
     }
 
 
