@@ -1,4 +1,5 @@
-"""Real base models: the NumPy reference forward of Qwen3 / Qwen3.5 and its file formats.
+"""Real base models: the NumPy reference forward of Qwen3 / Qwen3.5 / Gemma 4 and its file
+formats.
 
 `load_model(path)` reads a model directory (a Q4NX container or a HuggingFace checkpoint) and
 returns a `BaseModel`. See design/forward.md for the facts the forward is built on.
@@ -17,8 +18,11 @@ from onebit.models.errors import (
     ModelFileError,
     ModelInputError,
     Q4NXError,
+    UnsupportedModelError,
 )
 from onebit.models.fabricate import fabricate_model, random_weights, tiny_config
+from onebit.models.gemma4 import PLE_ENV, Gemma4Model, load_gemma4
+from onebit.models.gemma4_config import Gemma4Config, is_gemma4, read_json
 from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, Qwen3Model
 from onebit.models.weights import (
     CONFIG_FILE,
@@ -62,7 +66,12 @@ def load_model(
     elif np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     kind = container_kind(path)
-    config = ModelConfig.from_file(path / CONFIG_FILE)
+    raw = read_json(path / CONFIG_FILE)
+    if is_gemma4(raw):  # Gemma 4 (docs/gemma4.md): its own config and forward
+        return load_gemma4(path, raw, kind, dtype=dtype, max_batch_rows=max_batch_rows,
+                           kernel=kernel, q4nx_convention=q4nx_convention,
+                           unpack_per_token=unpack_per_token)
+    config = ModelConfig.from_dict(raw, source=str(path / CONFIG_FILE))
     tensors = load_tensors(path, kind)
     weights = WeightStore(
         tensors,
@@ -77,14 +86,18 @@ def load_model(
 
 __all__ = [
     "DEFAULT_MAX_BATCH_ROWS",
+    "Gemma4Config",
+    "Gemma4Model",
     "ModelConfig",
     "ModelConfigError",
     "ModelError",
     "ModelFileError",
     "ModelInputError",
+    "PLE_ENV",
     "Q4NXError",
     "Qwen3Model",
     "UNPACK_ENV",
+    "UnsupportedModelError",
     "WeightStore",
     "fabricate_model",
     "load_model",

@@ -20,7 +20,7 @@ import numpy as np
 from onebit.models.config import FULL, LINEAR, ModelConfig
 from onebit.models.weights import expected_shapes, write_hf, write_q4nx
 
-KINDS = ("qwen3", "qwen3_5")
+KINDS = ("qwen3", "qwen3_5", "gemma4")
 
 
 def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
@@ -111,6 +111,11 @@ def fabricate_model(
 ) -> Path:
     """Write a tiny random model of `kind` to `path`: a Q4NX container (`quantized`) or a
     HuggingFace-layout float checkpoint. Returns the directory."""
+    if kind == "gemma4":  # its own config and tensors (gemma4_fabricate.py)
+        from onebit.models.gemma4_fabricate import fabricate_gemma4
+
+        return fabricate_gemma4(path, quantized=quantized, seed=seed, convention=convention,
+                                grid=grid, **overrides)
     config = tiny_config(kind, **overrides)
     weights = random_weights(config, seed)
     if quantized:
