@@ -8,7 +8,7 @@ something to run on.
     onebit fabricate mtp DIR --target MODEL_DIR
 
 Target sizes default to the tiny test models (`onebit.models.tiny_config`); any size can be
-raised for benchmarks (the first example is about 56 M parameters). Projections that tile
+raised for benchmarks (the first example is about 46 M parameters). Projections that tile
 into Q4NX's 32 x 256 blocks are quantised, the rest stored as bf16; `--float` writes a
 HuggingFace-layout float checkpoint instead. A draft is sized from its target (hidden size,
 layers, vocabulary) and written as config.json + safetensors.
@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 from math import prod
 from pathlib import Path
+
+from onebit.commands.common import emit, fail
 
 TARGETS = ("qwen3", "qwen3_5", "gemma4")
 DRAFTS = ("dflash", "mtp")
@@ -57,9 +59,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         message = draft(args) if args.kind in DRAFTS else target(args)
     except (ValueError, OSError) as error:  # the model and draft errors are ValueErrors
-        print(f"onebit fabricate: {error}")
-        return 2
-    print(message)
+        return fail("fabricate", error)
+    emit(message)
     return 0
 
 
