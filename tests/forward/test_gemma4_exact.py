@@ -151,3 +151,21 @@ def test_the_sliding_window_is_the_last_window_positions(gemma4_dirs):
         assert keys.shape == (c.kv_heads[layer], expected, c.head_dims[layer])
         source_keys, _ = model.visible_kv(c.kv_sources[layer])
         assert np.array_equal(keys, source_keys)
+
+
+def test_what_a_head_reads_is_what_the_forward_computed(gemma4_dirs):
+    """A head's view of the target agrees with the forward bit for bit: lm_head_logits of
+    the last hidden row is the step's (soft-capped) logits, lm_head_logits of a verify's
+    committed hidden rows are its logits, and final_norm of the last layer's tapped output is
+    the last hidden row."""
+    model = load_model(gemma4_dirs["q4nx"])
+    model.set_layer_taps([model.layer_count - 1])
+    for pos, t in enumerate(TOKENS[:12]):
+        logits = model.step(t, pos)
+    assert np.array_equal(model.lm_head_logits(model.last_hidden()), logits)
+    assert np.abs(logits).max() < model.config.final_logit_softcapping
+    verified = model.verify(TOKENS[12:17], 12)
+    model.commit_verify(5)
+    assert np.array_equal(model.lm_head_logits(model.last_hidden_rows()), verified)
+    tapped = model.tapped_rows()[:, 0]
+    assert np.array_equal(model.final_norm(tapped[-1:])[0], model.last_hidden())

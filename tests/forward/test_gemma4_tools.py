@@ -47,7 +47,7 @@ def test_acceptance_counts_are_the_loops(dirs, head, capsys):
     model_dir, draft_dir, prompts = dirs
     extra = ["--draft", draft_dir] if head == "dflash" else []
     assert cli(["acceptance", "--model", model_dir, "--head", head, "--prompt-ids", prompts,
-                "--tokens", N, "--k", 4, *extra]) == 0
+                "--tokens", N, "--k", 4, "--format", "md", *extra]) == 0
     out = capsys.readouterr().out
     target = load_model(model_dir)
     for i, prompt in enumerate(PROMPTS, start=1):
@@ -73,9 +73,9 @@ def test_sweep_rows_on_gemma4(dirs, capsys):
     row per k; the library's rows have exact pass counts (plain: one step per token)."""
     model_dir, _, prompts = dirs
     assert cli(["sweep", "--model", model_dir, "--head", "ngram", "--prompt-ids", prompts,
-                "--k", "1..3", "--tokens", 12, "--repeats", 1]) == 0
+                "--k", "1..3", "--tokens", 12, "--repeats", 1, "--format", "md"]) == 0
     out = capsys.readouterr().out
     assert "| plain |" in out and "| 3 |" in out
     report = run_sweep(load_model(model_dir), NgramHead(n=3, k=8), PROMPTS, ks=[2], tokens=12,
                        repeats=1)
-    assert (report.plain.steps, report.plain.batches) == (12 * len(PROMPTS), 0)
+    assert (report.plain.stats.steps, report.plain.stats.batches) == (12 * len(PROMPTS), 0)
