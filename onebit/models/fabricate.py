@@ -25,6 +25,10 @@ KINDS = ("qwen3", "qwen3_5", "gemma4")
 
 def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
     """The config of a tiny model of `kind`; any field can be overridden."""
+    if kind == "gemma4":  # a Gemma4Config (gemma4_fabricate.py)
+        from onebit.models.gemma4_fabricate import tiny_gemma4_config
+
+        return tiny_gemma4_config(**overrides)
     if kind == "qwen3":
         fields: dict[str, Any] = dict(
             model_type="qwen3",
@@ -72,6 +76,10 @@ def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
 
 def random_weights(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
     """float32 weights for every tensor the config needs, by HF name and shape."""
+    if config.model_type == "gemma4":
+        from onebit.models.gemma4_fabricate import random_gemma4_weights
+
+        return random_gemma4_weights(config, seed)
     rng = np.random.default_rng(seed)
     weights: dict[str, np.ndarray] = {}
     for name, shape in expected_shapes(config).items():

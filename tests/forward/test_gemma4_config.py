@@ -158,3 +158,18 @@ def test_fabricate_gemma4_writes_both_containers(tmp_path, capsys):
     q, f = load_model(tmp_path / "q"), load_model(tmp_path / "f")
     assert f.layer_count == 7 and f.config.kv_sources[-2:] == (2, 2)  # S S G S S G G
     assert np.isfinite(q.step(1, 0)).all()
+
+
+def test_tiny_config_and_random_weights_know_gemma4():
+    """`tiny_config("gemma4")` is the fabricated model's Gemma4Config (overrides by
+    config.json name), and `random_weights` gives every tensor it expects, at its shape,
+    with norms and layer scalars off 1."""
+    from onebit.models import random_weights, tiny_config
+
+    config = tiny_config("gemma4", num_hidden_layers=6)
+    assert isinstance(config, Gemma4Config) and config.num_hidden_layers == 6
+    weights = random_weights(config, seed=3)
+    shapes = config.expected_shapes()
+    assert {name: w.shape for name, w in weights.items()} == shapes
+    assert not np.allclose(weights["model.layers.0.layer_scalar"], 1.0)
+    assert not np.allclose(weights["model.norm.weight"], 1.0)
