@@ -100,9 +100,9 @@ class _RopeTable:
     def rows(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         filled = self.cos.shape[0]
         if end > filled:
-            angles = np.arange(filled, max(end, 2 * filled, 64))
-            cos = [np.cos(p * self.inv_freq).astype(self.dtype) for p in angles]
-            sin = [np.sin(p * self.inv_freq).astype(self.dtype) for p in angles]
+            positions = range(filled, max(end, 2 * filled, 64))
+            cos = [np.cos(p * self.inv_freq).astype(self.dtype) for p in positions]
+            sin = [np.sin(p * self.inv_freq).astype(self.dtype) for p in positions]
             self.cos = np.concatenate([self.cos, np.stack(cos)])
             self.sin = np.concatenate([self.sin, np.stack(sin)])
         return self.cos[start:end], self.sin[start:end]
