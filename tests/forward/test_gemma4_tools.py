@@ -68,12 +68,14 @@ def test_prompt_lookup_pays_on_repeating_gemma4_text(dirs):
     assert result.stats.accepted > 0 and result.stats.passes_per_token < 1.0
 
 
-def test_sweep_rows_on_gemma4(dirs, capsys):
-    """`onebit sweep --head ngram --k 1..3` on the Gemma 4 exits 0 with a plain row and one
-    row per k; the library's rows have exact pass counts (plain: one step per token)."""
-    model_dir, _, prompts = dirs
-    assert cli(["sweep", "--model", model_dir, "--head", "ngram", "--prompt-ids", prompts,
-                "--k", "1..3", "--tokens", 12, "--repeats", 1, "--format", "md"]) == 0
+@pytest.mark.parametrize("head", ["ngram", "dflash"])
+def test_sweep_rows_on_gemma4(dirs, head, capsys):
+    """`onebit sweep --head ngram|dflash --k 1..3` on the Gemma 4 exits 0 with a plain row and
+    one row per k; the library's rows have exact pass counts (plain: one step per token)."""
+    model_dir, draft_dir, prompts = dirs
+    extra = ["--draft", draft_dir] if head == "dflash" else []
+    assert cli(["sweep", "--model", model_dir, "--head", head, "--prompt-ids", prompts,
+                "--k", "1..3", "--tokens", 12, "--repeats", 1, "--format", "md", *extra]) == 0
     out = capsys.readouterr().out
     assert "| plain |" in out and "| 3 |" in out
     report = run_sweep(load_model(model_dir), NgramHead(n=3, k=8), PROMPTS, ks=[2], tokens=12,
