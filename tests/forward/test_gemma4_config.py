@@ -173,3 +173,24 @@ def test_tiny_config_and_random_weights_know_gemma4():
     assert {name: w.shape for name, w in weights.items()} == shapes
     assert not np.allclose(weights["model.layers.0.layer_scalar"], 1.0)
     assert not np.allclose(weights["model.norm.weight"], 1.0)
+
+
+def test_a_text_only_multimodal_checkpoint_loads_as_the_text_model(tmp_path):
+    """The multimodal layout (a "gemma4" config wrapping text_config, tensors named
+    model.language_model.*) with no tower loads as the same text model: the same logits, bit
+    for bit."""
+    from safetensors.numpy import load_file, save_file
+
+    text = fabricate_model(tmp_path / "text", "gemma4", quantized=False)
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    config = json.loads((text / "config.json").read_text())
+    (wrapped / "config.json").write_text(json.dumps({
+        "model_type": "gemma4", "text_config": config, "vision_config": None,
+        "audio_config": None, "architectures": ["Gemma4ForConditionalGeneration"]}))
+    tensors = load_file(text / "model.safetensors")
+    save_file({name.replace("model.", "model.language_model.", 1): value
+               for name, value in tensors.items()}, wrapped / "model.safetensors")
+    a, b = load_model(text), load_model(wrapped)
+    for pos, t in enumerate([3, 1, 4, 1, 5]):
+        assert np.array_equal(a.step(t, pos), b.step(t, pos))
