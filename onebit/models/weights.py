@@ -256,18 +256,9 @@ class WeightStore:
         cached = self._cache.get(name)
         if cached is not None:
             return cached
-        stored = self._stored[name]
-        if stored.kind == "q4nx":
-            self.unpacks += 1
-            value = q4nx.dequantize(
-                stored.data, *self.shapes[name], convention=self.convention, dtype=self.dtype
-            )
-            if self.unpack_per_token:
-                return value  # the slow path: unpack again next time
-        elif stored.kind == "bf16":
-            value = q4nx.bf16_bits_to_f32(stored.data).astype(self.dtype)
-        else:
-            value = np.asarray(stored.data).astype(self.dtype)
+        value = self.unpack(name)
+        if self.unpack_per_token and self._stored[name].kind == "q4nx":
+            return value  # the slow path: unpack again next time
         value = np.ascontiguousarray(value)
         value.flags.writeable = False
         self._cache[name] = value
