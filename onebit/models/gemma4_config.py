@@ -190,6 +190,13 @@ class Gemma4Config:
                 raise ModelConfigError(
                     f"{source}: layer {i} has {kv} key/value heads, which do not divide "
                     f"num_attention_heads ({self.num_attention_heads})")
+        for i, source_layer in enumerate(self.kv_sources):
+            shape, source_shape = ((self.head_dims[j], self.kv_heads[j]) for j in (i, source_layer))
+            if shape != source_shape:
+                raise ModelConfigError(
+                    f"{source}: layer {i} reads the K/V of layer {source_layer} "
+                    f"(num_kv_shared_layers), but its (head_dim, key/value heads) {shape} differ "
+                    f"from that layer's {source_shape}")
         if self.ple:
             _positive_int(self.hidden_size_per_layer_input, "hidden_size_per_layer_input", source)
             if (isinstance(self.vocab_size_per_layer_input, bool)

@@ -101,11 +101,12 @@ def test_what_changes_the_math_and_is_not_implemented_is_refused(change, named):
     ({"hidden_size": 0}, "hidden_size"),
     ({"final_logit_softcapping": -1.0}, "final_logit_softcapping"),
     ({"head_dim": 63}, "head_dim"),
+    ({"per_layer_config": {"2": {"head_dim": 128}, "4": {"head_dim": 64}}}, "reads the K/V"),
 ])
 def test_inconsistent_configs_name_the_field(change, named):
     """A config that cannot describe a Gemma 4 (last layer sliding, a shared layer with no
-    producer, a PLE table smaller than the vocabulary, bad numbers) raises ModelConfigError
-    naming the field."""
+    producer or with another head shape than its producer's, a PLE table smaller than the
+    vocabulary, bad numbers) raises ModelConfigError naming the field."""
     with pytest.raises(ModelConfigError, match=named):
         Gemma4Config.from_dict({**TEXT, **change})
 
