@@ -3,14 +3,13 @@
 The heads know the protocols, not `onebit.models`: a target is any object with
 - `vocab_size`, `hidden_size`, `layer_count`;
 - `embed_row(token) -> [H]` (unscaled) and `lm_head_logits(rows) -> [R, V]`;
-- `set_layer_taps(ids)` and `tapped_rows() -> [T, len(ids), H]` (DFlash only);
-- `final_norm(rows) -> [R, H]`, the norm its forward applies before the lm_head (DFlash with
-  `target_norm`, the default).
+- `set_layer_taps(ids)` and `tapped_rows() -> [T, len(ids), H]` (DFlash only).
+
+Every weighted head turns its rows into draft tokens the same way: `head_logits` (the
+target's lm_head) then `pick_tokens`, the one place a logit row becomes a token.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
@@ -37,24 +36,23 @@ def check_hidden_size(target: object, hidden: int, what: str) -> None:
         )
 
 
-def final_norm(target: object) -> Callable[[np.ndarray], np.ndarray]:
-    """The target's final norm as a function of `[R, H]` rows."""
-    norm = getattr(target, "final_norm", None)
-    if not callable(norm):
-        raise TypeError(
-            f"{type(target).__name__} has no final_norm(rows): a DFlash head that runs its "
-            "block through the target's final norm needs one"
-        )
-    return norm
-
-
 def embed_rows(target: object, tokens: list[int], scale: float, dtype: np.dtype) -> np.ndarray:
     """`[len(tokens), H]`: the target's embedding of each token, times `scale`."""
     rows = np.stack([np.asarray(target.embed_row(t)) for t in tokens]).astype(dtype)  # type: ignore[attr-defined]
     return rows * dtype.type(scale) if scale != 1.0 else rows
 
 
+def head_logits(target: object, rows: np.ndarray) -> np.ndarray:
+    """`[R, V]`: the target's lm_head on final-normed rows `[R, H]`."""
+    logits = np.asarray(target.lm_head_logits(rows))  # type: ignore[attr-defined]
+    return logits.reshape(rows.shape[0], -1)
+
+
+def pick_tokens(logits: np.ndarray) -> list[int]:
+    """The draft token of each logit row: greedy (argmax)."""
+    return [int(t) for t in np.argmax(logits, axis=1)]
+
+
 def argmax_tokens(target: object, rows: np.ndarray) -> list[int]:
     """The target's greedy token for each final-normed row."""
-    logits = np.asarray(target.lm_head_logits(rows))  # type: ignore[attr-defined]
-    return [int(t) for t in np.argmax(logits.reshape(rows.shape[0], -1), axis=1)]
+    return pick_tokens(head_logits(target, rows))
