@@ -99,6 +99,9 @@ def load_own_mtp(path: str | Path, target: object, raw: dict[str, Any] | None = 
     loaded from the same checkpoint)."""
     if raw is None or source is None:
         raw, source = checkpoint.read_config(path)
+    if not has_own_mtp(raw):
+        raise DraftFileError(f"{source}: no field 'mtp_num_hidden_layers': this checkpoint has "
+                             "no MTP layers of its own (give an MTP draft directory instead)")
     config = Qwen35MTPConfig.from_dict(raw, source)
     tensors = read_mtp_tensors(path)
     if not tensors:

@@ -459,3 +459,40 @@ def test_bad_draft_files_fail_by_name(qwen3, tmp_path, damage, message):
         weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(DraftFileError, match=message):
         load_dflash(path, qwen3)
+
+
+def test_fabricate_dflash_writes_the_published_layout(target_dirs, tmp_path, capsys):
+    """`onebit fabricate dflash` writes what z-lab publishes: a DFlashDraftModel / qwen3
+    config with the DFlash fields under dflash_config, and one model.safetensors of BF16
+    tensors named fc, hidden_norm, norm and layers.N.* (no prefix, no embedding, no lm_head),
+    which loads and drafts greedy's text."""
+    import argparse
+    import struct
+
+    from onebit.commands import fabricate
+
+    parser = argparse.ArgumentParser(prog="onebit")
+    fabricate.add_parser(parser.add_subparsers(dest="command")).set_defaults(
+        _main=fabricate.main)
+    args = parser.parse_args(["fabricate", "dflash", str(tmp_path / "d"), "--target",
+                              str(target_dirs["qwen3"]), "--block-size", "6"])
+    assert args._main(args) == 0
+    raw = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert raw["architectures"] == ["DFlashDraftModel"] and raw["model_type"] == "qwen3"
+    assert set(raw["dflash_config"]) == {"block_size", "mask_token_id", "target_layer_ids"}
+    assert raw["dflash_config"]["block_size"] == 6 and raw["num_target_layers"] == 2
+    assert "target_norm" not in raw and "embedding_scale" not in raw
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["config.json",
+                                                                  "model.safetensors"]
+    with open(tmp_path / "d" / "model.safetensors", "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    header.pop("__metadata__")
+    config = DFlashConfig.from_dict(raw)
+    assert {n: tuple(e["shape"]) for n, e in header.items()} == config.shapes()
+    assert {e["dtype"] for e in header.values()} == {"BF16"}
+    model = onebit.load_model(target_dirs["qwen3"])
+    head = load_dflash(tmp_path / "d", model)
+    prompt = [189, 190] * 3
+    result = onebit.run(model, head, prompt, max_tokens=20, k=5)
+    assert result.tokens == onebit.greedy(model, prompt, max_tokens=20).tokens
