@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from onebit.heads import checkpoint
-from onebit.heads.errors import DraftError
+from onebit.heads.errors import DraftError, DraftFileError
 from onebit.heads.layers import (
     DraftLayer,
     Growing,
@@ -82,7 +82,23 @@ class MTPConfig(StackConfig):
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "config.json") -> MTPConfig:
+        """A Qwen3-style MTP draft's config.json. Qwen3.5 arithmetic is not switched on by
+        keys here (Qwen3.5's own MTP is read from its checkpoint), so they are refused."""
+        for key in QWEN3_5_ONLY:
+            if raw.get(key):
+                raise DraftFileError(f"{source}: field '{key}' is set, but this is a "
+                                     "Qwen3-style MTP draft (Qwen3.5's own MTP layers are "
+                                     "read from the Qwen3.5 checkpoint itself)")
         return cls(**read_stack_fields(raw, source))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        for key in QWEN3_5_ONLY:
+            d.pop(key)
+        return d
+
+
+QWEN3_5_ONLY = ("zero_centred_norms", "gated_attention", "layer_per_step")
 
 
 class MTPDraft:

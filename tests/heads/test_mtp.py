@@ -3,6 +3,8 @@ its first draft against the base's own choice, its files and its misfits."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -181,3 +183,15 @@ def test_files_round_trip_with_prefixes(qwen3, tmp_path):
     save_file(tensors, str(path / "model.safetensors"))
     with pytest.raises(DraftFileError, match="missing tensor 'norm.weight'"):
         load_mtp(path, qwen3)
+
+
+def test_a_qwen3_style_draft_cannot_switch_on_qwen3_5_arithmetic(qwen3, tmp_path):
+    """A Qwen3-style MTP draft's config that sets Qwen3.5-only arithmetic (gated attention,
+    zero-centred norms, one layer per step) is refused by name, not silently run as Qwen3."""
+    path = fabricate_mtp(tmp_path, qwen3)
+    raw = json.loads((path / "config.json").read_text())
+    assert "gated_attention" not in raw
+    for key in ("gated_attention", "zero_centred_norms", "layer_per_step"):
+        (path / "config.json").write_text(json.dumps({**raw, key: True}))
+        with pytest.raises(DraftFileError, match=f"'{key}' is set"):
+            load_mtp(path, qwen3)

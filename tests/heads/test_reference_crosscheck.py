@@ -104,8 +104,14 @@ EVERY_KNOB = tiny({
 # DFlash2's fixture says is_causal false on sliding layers: a window both ways.
 NON_CAUSAL_WINDOW = {**EVERY_KNOB, "is_causal": False,
                      "layer_types": ["sliding_attention", "sliding_attention"]}
+# YaRN as Qwen3.6-era configs write it: the older `rope_scaling` key, rope_theta at the top.
+YARN_ROPE_SCALING = {**{k: v for k, v in EVERY_KNOB.items() if k != "rope_parameters"},
+                     "rope_theta": 1000000.0,
+                     "rope_scaling": {"rope_type": "yarn", "factor": 8.0,
+                                      "original_max_position_embeddings": 32}}
 CONFIGS = {"qwen3-4b-keys": QWEN3_4B_KEYS, "qwen3.5-122b-keys": QWEN3_5_122B_KEYS,
-           "every-knob": EVERY_KNOB, "non-causal-window": NON_CAUSAL_WINDOW}
+           "every-knob": EVERY_KNOB, "non-causal-window": NON_CAUSAL_WINDOW,
+           "yarn-rope-scaling": YARN_ROPE_SCALING}
 
 
 def rotate_half(x):
