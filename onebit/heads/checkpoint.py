@@ -157,10 +157,12 @@ def write_draft(path: str | Path, config: dict[str, Any], tensors: dict[str, np.
 
 
 def to_bf16_bits(value: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bit patterns, rounded to nearest even (as torch rounds)."""
-    bits = np.ascontiguousarray(value, np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return rounded.astype(np.uint16)
+    """float32 -> bfloat16 bit patterns, rounded to nearest even (as torch rounds); NaN stays
+    a (quiet) NaN rather than rounding into the exponent."""
+    value = np.ascontiguousarray(value, np.float32)
+    bits = value.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(value), np.uint16(0x7FC0), rounded).astype(np.uint16)
 
 
 def write_bf16(file: str | Path, tensors: dict[str, np.ndarray]) -> Path:

@@ -11,6 +11,8 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import onebit
 import onebit.heads.mtp as mtp_module
@@ -217,3 +219,38 @@ def test_sweep_without_a_draft_uses_the_checkpoints_own_mtp(own_dir, tmp_path, c
     for row in rows:
         accepted, _, batches = (int(cell) for cell in row.split("|")[2:5])
         assert accepted >= batches > 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=12))
+def test_any_chunking_of_commits_leaves_the_same_cache(own_dir, chunks):
+    """However the loop hands committed rows over (the prompt at once, then accepted runs of
+    any length, each call seeing rows past its count), the own-MTP head's layer-0 cache and
+    its next chain equal those of committing one row at a time."""
+    model = load_model(own_dir, dtype="float64")
+    rng = np.random.default_rng(len(chunks))
+    total = sum(chunks)
+    tokens = [int(t) for t in rng.integers(0, 256, total + 1)]
+    rows = rng.standard_normal((total + 1, 256))
+    chunked, single = load_mtp(own_dir, model), load_mtp(own_dir, model)
+    start = 0
+    for size in chunks:
+        chunked.commit_rows(tokens[start:], rows[start:], size)  # extra rows are not counted
+        start += size
+    for i in range(total):
+        single.commit_rows(tokens[i : i + 1], rows[i : i + 1], 1)
+    for (k, v), (k1, v1) in zip(chunked._kv, single._kv, strict=True):
+        assert len(k) == len(k1)
+        np.testing.assert_allclose(k.view(), k1.view(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(v.view(), v1.view(), rtol=1e-9, atol=1e-12)
+    assert len(chunked._kv[0][0]) == total - 1  # one pair per committed token after the first
+    assert chunked.propose(tokens[total - 1], total - 1, 4, rows[total - 1]) == \
+        single.propose(tokens[total - 1], total - 1, 4, rows[total - 1])
+
+
+def test_mtp_layers_only_come_with_qwen3_5(tmp_path, capsys):
+    """`fabricate qwen3 --mtp` and `--mtp 0` exit 2 with one line naming the option."""
+    assert cli(fabricate, "fabricate", "qwen3", tmp_path / "q", "--mtp") == 2
+    assert "--mtp 1: MTP layers (>= 1) come with a qwen3_5 model only" in capsys.readouterr().err
+    assert cli(fabricate, "fabricate", "qwen3_5", tmp_path / "z", "--mtp", 0) == 2
+    assert "--mtp 0" in capsys.readouterr().err
