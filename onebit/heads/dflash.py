@@ -50,6 +50,7 @@ from onebit.heads.target import (
     check_hidden_size,
     check_target,
     embed_rows,
+    final_norm,
     head_logits,
     pick_tokens,
 )
@@ -117,8 +118,16 @@ class DFlashDraft:
 
 
 def check_pairing(c: DFlashConfig, target: object) -> None:
-    """The fit of a draft's token and target-layer fields to its target (mask token,
+    """The fit of a draft's fields to its target (hidden size, tapped layers, mask token,
     vocab_size, num_target_layers); raises `DraftMismatchError`."""
+    check_hidden_size(target, c.hidden_size, "the DFlash draft")
+    layers = int(target.layer_count)  # type: ignore[attr-defined]
+    bad = [i for i in c.target_layer_ids if not 0 <= i < layers]
+    if bad:
+        raise DraftMismatchError(
+            f"the DFlash draft reads target layers {list(c.target_layer_ids)}; the target "
+            f"has layers 0..{layers - 1} (no layer {bad[0]})"
+        )
     vocab = int(target.vocab_size)  # type: ignore[attr-defined]
     if not 0 <= c.mask_token_id < vocab:
         raise DraftMismatchError(f"the DFlash draft's mask_token_id {c.mask_token_id} is outside "
@@ -126,7 +135,6 @@ def check_pairing(c: DFlashConfig, target: object) -> None:
     if c.vocab_size is not None and c.vocab_size != vocab:
         raise DraftMismatchError(f"the DFlash draft's config says vocab_size {c.vocab_size}, "
                                  f"its target has {vocab}: the draft was made for another model")
-    layers = int(target.layer_count)  # type: ignore[attr-defined]
     if c.num_target_layers is not None and c.num_target_layers != layers:
         raise DraftMismatchError(f"the DFlash draft was made for a target of "
                                  f"{c.num_target_layers} layers (num_target_layers); this one "
@@ -136,26 +144,25 @@ def check_pairing(c: DFlashConfig, target: object) -> None:
 class DFlashHead:
     """A one-pass `DraftHead` around a `DFlashDraft` and its target.
 
-    Construction checks the pairing (hidden size, layer ids, mask token) and asks the target
-    to record the layers the context is built from (`set_layer_taps`). `commit_rows` reads
-    the target's tapped rows of the newly committed positions (only `count` of them) and
-    extends the context; `propose` runs one block and returns up to min(k, B - 1) drafts.
+    Construction checks the pairing (`check_pairing`) and asks the target to record the
+    layers the context is built from (`set_layer_taps`). `commit_rows` reads the target's
+    tapped rows of the newly committed positions (only `count` of them) and extends the
+    context; `propose` runs one block and returns up to min(k, B - 1) drafts.
+
+    The reference reads the target's `hidden_states[id + 1]`, whose last entry transformers
+    returns after the final norm: a tap of the target's last layer goes through the target's
+    `final_norm` first, the others are the raw layer outputs.
     """
 
     def __init__(self, draft: DFlashDraft, target: object) -> None:
         check_target(target, "a DFlash head", TAP_NEEDS)
         c = draft.config
-        check_hidden_size(target, c.hidden_size, "the DFlash draft")
-        layers = int(target.layer_count)  # type: ignore[attr-defined]
-        bad = [i for i in c.target_layer_ids if not 0 <= i < layers]
-        if bad:
-            raise DraftMismatchError(
-                f"the DFlash draft reads target layers {list(c.target_layer_ids)}; the target "
-                f"has layers 0..{layers - 1} (no layer {bad[0]})"
-            )
         check_pairing(c, target)
         self.draft = draft
         self.target = target
+        last = int(target.layer_count) - 1  # type: ignore[attr-defined]
+        self._normed = [j for j, i in enumerate(c.target_layer_ids) if i == last]
+        self._final_norm = final_norm(target) if self._normed else None
         target.set_layer_taps(list(c.target_layer_ids))  # type: ignore[attr-defined]
         self.reset()
 
@@ -187,7 +194,10 @@ class DFlashHead:
                 f"positions, but {need} are committed; was the target reset or its layer "
                 "taps changed after the head was built?"
             )
-        context = self.draft.context(taps[self.length : need])
+        taps = np.array(taps[self.length : need])
+        for j in self._normed:  # the last layer's hidden state, as transformers returns it
+            taps[:, j] = self._final_norm(taps[:, j])
+        context = self.draft.context(taps)
         for (k, v), (ck, cv) in zip(self._kv, self.draft.context_kv(context, self.length),
                                     strict=True):
             k.append(ck)

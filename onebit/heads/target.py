@@ -3,7 +3,9 @@
 The heads know the protocols, not `onebit.models`: a target is any object with
 - `vocab_size`, `hidden_size`, `layer_count`;
 - `embed_row(token) -> [H]` (unscaled) and `lm_head_logits(rows) -> [R, V]`;
-- `set_layer_taps(ids)` and `tapped_rows() -> [T, len(ids), H]` (DFlash only).
+- `set_layer_taps(ids)` and `tapped_rows() -> [T, len(ids), H]` (DFlash only);
+- `final_norm(rows) -> [R, H]`, the norm its forward applies before the lm_head (DFlash, only
+  when it taps the last layer: the reference's hidden states end with the final-normed one).
 
 Every weighted head turns its rows into draft tokens the same way: `head_logits` (the
 target's lm_head) then `pick_tokens`, the one place a logit row becomes a token.
@@ -34,6 +36,15 @@ def check_hidden_size(target: object, hidden: int, what: str) -> None:
             f"{what} has hidden size {hidden}, its target {target.hidden_size}: "  # type: ignore[attr-defined]
             "the draft was made for another model"
         )
+
+
+def final_norm(target: object):
+    """The target's final norm as a function of `[R, H]` rows; `TypeError` if it has none."""
+    norm = getattr(target, "final_norm", None)
+    if not callable(norm):
+        raise TypeError(f"{type(target).__name__} has no final_norm(rows): a DFlash draft "
+                        "that taps the target's last layer reads it after the final norm")
+    return norm
 
 
 def embed_rows(target: object, tokens: list[int], scale: float, dtype: np.dtype) -> np.ndarray:

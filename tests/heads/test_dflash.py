@@ -32,7 +32,8 @@ def rn(x):
 
 class HandTarget:
     """A target small enough to follow by hand: 3 tokens, hidden size 2, 2 layers. Its final
-    norm must never be called: the reference feeds the draft's own norm to the lm_head."""
+    norm doubles a row, so where it is applied shows: only to the last layer's tap (the
+    reference's hidden states end with the final-normed one), never before the lm_head."""
 
     vocab_size, hidden_size, layer_count = 3, 2, 2
     dtype = np.float64
@@ -50,7 +51,7 @@ class HandTarget:
         return np.asarray(rows) @ self.lm_head.T
 
     def final_norm(self, rows):
-        raise AssertionError("the DFlash reference never applies the target's final norm")
+        return 2.0 * np.asarray(rows)
 
     def set_layer_taps(self, ids):
         self.ids = list(ids)
@@ -90,10 +91,11 @@ def hand_block(s):
     """The draft forward for token s after the two hand positions, written out step by step
     with every matrix as it is written above (rows are column vectors: W @ x)."""
     W = HAND_TENSORS
-    # context: layers in target_layer_ids order (1 then 0), then fc, then hidden_norm
+    # context: layers in target_layer_ids order (1 then 0; layer 1, the last, final-normed,
+    # i.e. doubled), then fc, then hidden_norm
     ctx = []
     for taps in HAND_TAPS:
-        feats = np.concatenate([taps[1], taps[0]])
+        feats = np.concatenate([2.0 * np.asarray(taps[1]), taps[0]])
         ctx.append(rn(W["fc.weight"] @ feats) * np.array([1.0, 2.0]))
     # block [s, mask, mask] embedded and scaled by 1/2, at positions 2, 3, 4
     x = [0.5 * HandTarget.embed[t] for t in (s, 2, 2)]
@@ -174,6 +176,14 @@ def test_nothing_of_a_block_persists():
     assert head.length == 2
     for (k, v), (k0, v0) in zip(head._kv, before, strict=True):
         assert np.array_equal(k.view(), k0) and np.array_equal(v.view(), v0)
+
+
+def reference_taps(target):
+    """The target's taps as the reference reads them: the last layer's after the final norm
+    (the tiny configs tap the first and the last layer)."""
+    taps = target.tapped_rows().astype(np.float64)
+    taps[:, -1] = target.final_norm(taps[:, -1].astype(target.dtype))
+    return taps
 
 
 def torch_block(config, tensors, taps, x, start):
@@ -263,7 +273,7 @@ def test_propose_runs_the_block_after_the_context(qwen3, tmp_path):
     drafts = head.propose(42, 5, 2, None)
     assert len(drafts) == 2
     x = 1.5 * np.stack([qwen3.embed_row(t) for t in [42] + [config.mask_token_id] * 3])
-    rows = torch_block(config, tensors, qwen3.tapped_rows().astype(np.float64), x, 5)
+    rows = torch_block(config, tensors, reference_taps(qwen3), x, 5)
     np.testing.assert_allclose(seen[0], rows[1:3], atol=1e-4)
 
 
@@ -275,7 +285,7 @@ def test_context_is_every_committed_position_in_any_chunks(qwen3, tmp_path):
     prompt = [189, 190] * 4
     result = onebit.run(qwen3, head, prompt, max_tokens=30, k=3)
     assert result.stats.accepted > 0  # some rounds committed several rows at once
-    taps = qwen3.tapped_rows()
+    taps = reference_taps(qwen3)
     assert head.length == taps.shape[0] == len(prompt) + 30
     whole = head.draft.context_kv(head.draft.context(taps), 0)
     for (k, v), (k0, v0) in zip(head._kv, whole, strict=True):

@@ -119,14 +119,21 @@ def rotate_half(x):
 
 
 class DFlashReference:
-    """z-lab's DFlashDraftModel forward and compute_logits, from transformers' Qwen3 parts."""
+    """z-lab's DFlashDraftModel forward and compute_logits, from transformers' Qwen3 parts,
+    on a transformers target: the context is the target's `hidden_states[id + 1]`."""
 
-    def __init__(self, raw: dict, tensors: dict, target) -> None:
+    def __init__(self, raw: dict, tensors: dict, hf_target) -> None:
         self.cfg = cfg = transformers.Qwen3Config(**raw)
         self.t = {k: torch.tensor(v, dtype=torch.float64) for k, v in tensors.items()}
-        self.lm_head = torch.tensor(target.weights.lm_head(), dtype=torch.float64)
-        self.embed = torch.tensor(target.weights.get("model.embed_tokens.weight"),
-                                  dtype=torch.float64)
+        self.hf_target = hf_target
+        self.lm_head = hf_target.lm_head.weight.detach()
+        self.embed = hf_target.get_input_embeddings().weight.detach()
+        ids = self.value("target_layer_ids")
+        if ids is None:  # the reference's default: spread over 1 .. num_target_layers - 3
+            n, m = cfg.num_target_layers, cfg.num_hidden_layers
+            ids = [n // 2] if m == 1 else [int(round(1 + i * (n - 4) / (m - 1)))
+                                           for i in range(m)]
+        self.ids = ids
         self.rotary = q3.Qwen3RotaryEmbedding(cfg)
         self.mlps = []
         for i in range(cfg.num_hidden_layers):
@@ -177,14 +184,16 @@ class DFlashReference:
         out = torch.softmax(scores, dim=-1) @ v
         return self.proj(a + "o_proj", out.transpose(0, 1).reshape(B, -1))
 
-    def logits(self, taps: np.ndarray, token: int) -> np.ndarray:
-        """Drafts' logits for a block after `token`, the context being `taps` [L, ids, H]."""
+    def logits(self, prefix: list[int], token: int) -> np.ndarray:
+        """Drafts' logits for a block after `token`, the context being the target's hidden
+        states over `prefix` (every committed token)."""
         cfg = self.cfg
         block = int(self.value("block_size", 16))
-        L = taps.shape[0]
-        ctx = self.norm("hidden_norm.weight",
-                        torch.tensor(taps.reshape(L, -1), dtype=torch.float64)
-                        @ self.t["fc.weight"].T)
+        L = len(prefix)
+        with torch.no_grad():
+            states = self.hf_target(torch.tensor([prefix]), output_hidden_states=True)
+        taps = torch.cat([states.hidden_states[i + 1][0] for i in self.ids], dim=-1)
+        ctx = self.norm("hidden_norm.weight", taps @ self.t["fc.weight"].T)
         ids = [token] + [self.value("mask_token_id")] * (block - 1)
         h = self.embed[ids] * float(self.value("input_embedding_scale", 1.0))
         cos, sin = self.rotary(h[None], torch.arange(L + block)[None])
@@ -205,27 +214,37 @@ def qwen3_5_dir(tmp_path_factory):
     return fabricate_model(tmp_path_factory.mktemp("q35"), "qwen3_5", quantized=False)
 
 
+@pytest.fixture(scope="module")
+def hf_target(qwen3_5_dir):
+    """The same checkpoint as transformers' Qwen3.5, in float64."""
+    if not hasattr(transformers, "Qwen3_5ForCausalLM"):
+        pytest.skip("transformers has no Qwen3.5 (needs >= 5.2)")
+    model = transformers.Qwen3_5ForCausalLM.from_pretrained(qwen3_5_dir, dtype=torch.float64)
+    return model.eval()
+
+
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_dflash_matches_the_reference_round_after_round(name, qwen3_5_dir, tmp_path,
+def test_dflash_matches_the_reference_round_after_round(name, qwen3_5_dir, hf_target, tmp_path,
                                                         monkeypatch):
     """A draft with a published config's keys (or every knob the reference reads) and
     fabricated weights drafts, at five rounds of a growing context, the logits the z-lab
-    reference computes from scratch, within 1e-4 (float64), and so the same tokens."""
+    reference computes from scratch over transformers' run of the same target (its hidden
+    states, the last one final-normed; its embedding and lm_head), within 1e-4 (float64),
+    and so the same tokens."""
     raw = CONFIGS[name]
     target = load_model(qwen3_5_dir, dtype="float64")
     config = DFlashConfig.from_dict(raw)
     path = write_draft(tmp_path / "draft", raw, random_dflash_tensors(config, seed=7))
     head = load_dflash(path, target)
-    reference = DFlashReference(raw, read_tensors(path), target)
+    reference = DFlashReference(raw, read_tensors(path), hf_target)
     seq, _ = truth_run(target, PROMPT, 16)  # records the taps the head asked for
-    taps = target.tapped_rows()
     seen = record_picks(monkeypatch, dflash_module)
     worst, committed = 0.0, 0
     for pos in range(len(PROMPT), len(PROMPT) + 15, 3):
         head.commit_rows(seq[committed:pos], np.zeros((pos - committed, 256)), pos - committed)
         committed = pos
         drafts = head.propose(seq[pos], pos, config.block_size - 1, None)
-        want = reference.logits(taps[:pos], seq[pos])
+        want = reference.logits(seq[:pos], seq[pos])
         assert drafts == [int(t) for t in want.argmax(axis=1)]
         worst = max(worst, float(np.abs(seen[-1] - want).max()))
     print(f"DFlash {name}: max abs logit error vs reference over 5 rounds: {worst:.3g}")
