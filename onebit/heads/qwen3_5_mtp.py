@@ -134,9 +134,15 @@ def add_own_mtp(path: str | Path, *, layers: int = 1, seed: int = 0) -> Path:
     from safetensors.numpy import load_file
 
     path = Path(path)
-    flat = json.loads((path / checkpoint.CONFIG_FILE).read_text())
     if layers < 1:
         raise ValueError(f"MTP layers must be >= 1, got {layers}")
+    if not (path / checkpoint.WEIGHTS_FILE).is_file():
+        raise DraftFileError(f"{path}: no {checkpoint.WEIGHTS_FILE}: MTP layers are added to a "
+                             "flat float Qwen3.5 checkpoint (onebit fabricate qwen3_5 --float)")
+    flat = json.loads((path / checkpoint.CONFIG_FILE).read_text())
+    if flat.get("model_type") != "qwen3_5_text":
+        raise DraftFileError(f"{path}: model_type {flat.get('model_type')!r}: MTP layers of "
+                             "its own come with a Qwen3.5 text checkpoint (qwen3_5_text)")
     text = {**flat, "model_type": "qwen3_5_text", "mtp_num_hidden_layers": layers,
             "mtp_use_dedicated_embeddings": False}
     config = Qwen35MTPConfig.from_dict({"text_config": text}, "fabricated config")

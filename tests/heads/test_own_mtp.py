@@ -254,3 +254,14 @@ def test_mtp_layers_only_come_with_qwen3_5(tmp_path, capsys):
     assert "--mtp 1: MTP layers (>= 1) come with a qwen3_5 model only" in capsys.readouterr().err
     assert cli(fabricate, "fabricate", "qwen3_5", tmp_path / "z", "--mtp", 0) == 2
     assert "--mtp 0" in capsys.readouterr().err
+
+
+def test_add_own_mtp_needs_a_flat_qwen3_5_checkpoint(tmp_path):
+    """add_own_mtp refuses, by name, a directory with no flat model.safetensors (a Q4NX
+    container, or one already converted) and a checkpoint of another family."""
+    q4nx = fabricate_model(tmp_path / "a", "qwen3_5")
+    with pytest.raises(DraftFileError, match="no model.safetensors"):
+        add_own_mtp(q4nx)
+    qwen3 = fabricate_model(tmp_path / "b", "qwen3", quantized=False)
+    with pytest.raises(DraftFileError, match="model_type 'qwen3'"):
+        add_own_mtp(qwen3)
