@@ -506,3 +506,37 @@ def test_fabricate_dflash_writes_the_published_layout(target_dirs, tmp_path, cap
     prompt = [189, 190] * 3
     result = onebit.run(model, head, prompt, max_tokens=20, k=5)
     assert result.tokens == onebit.greedy(model, prompt, max_tokens=20).tokens
+
+
+@pytest.mark.parametrize(
+    ("targets", "layers", "published"),
+    [
+        (36, 5, [1, 9, 17, 25, 33]),  # a Qwen3-4B draft's ids (36 target layers)
+        (48, 8, [1, 7, 14, 20, 26, 32, 39, 45]),  # z-lab/Qwen3.5-122B-A10B-DFlash's ids
+        (52, 5, [1, 13, 25, 37, 49]),  # z-lab's DFlash2 test fixture's ids
+        (36, 1, [18]),  # one draft layer: the middle target layer
+    ],
+)
+def test_default_taps_reproduce_published_ids(targets, layers, published):
+    """With target_layer_ids absent, the ids derived from num_target_layers as the reference
+    derives them are the ones published configs spell out."""
+    from onebit.heads import build_target_layer_ids
+
+    assert build_target_layer_ids(targets, layers) == published
+
+
+def test_sliding_and_causal_visibility_by_position():
+    """Queries at positions 5 and 6 over keys 0 .. 7: causal sees keys up to itself; a
+    window of 3 keeps the 3 positions ending at the query (causal) or within 2 either side
+    (not causal); neither: no mask at all."""
+    from onebit.heads.layers import visibility
+
+    q, k = np.array([5, 6]), np.arange(8)
+
+    def seen(mask):
+        return [list(np.flatnonzero(row)) for row in mask]
+
+    assert seen(visibility(q, k, causal=True, window=None)) == [list(range(6)), list(range(7))]
+    assert seen(visibility(q, k, causal=True, window=3)) == [[3, 4, 5], [4, 5, 6]]
+    assert seen(visibility(q, k, causal=False, window=3)) == [[3, 4, 5, 6, 7], [4, 5, 6, 7]]
+    assert visibility(q, k, causal=False, window=None) is None
