@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,18 +10,21 @@ from hypothesis.extra.numpy import arrays
 
 from onebit.heads.checkpoint import read_tensors, to_bf16_bits, write_bf16
 
+try:  # the peer extra
+    import torch
+except ImportError:
+    torch = None
+
 FLOATS = arrays(np.float32, st.integers(1, 64),
                 elements=st.floats(width=32, allow_nan=False, allow_infinity=True))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the peer extra")
+@pytest.mark.skipif(torch is None, reason="needs torch (the peer extra)")
 @settings(max_examples=200, deadline=None)
 @given(FLOATS)
 def test_bf16_rounding_is_torchs(values):
     """For any float32 values (ties, subnormals, overflow to infinity included), the BF16
     bit patterns written are exactly those torch's float32 -> bfloat16 conversion gives."""
-    import torch
-
     want = torch.tensor(values).bfloat16().view(torch.int16).numpy().view(np.uint16)
     assert np.array_equal(to_bf16_bits(values), want)
 
