@@ -4,7 +4,8 @@ Batch invariance is the point of care. A GEMM library picks its blocking, and so
 of summation, from the problem's shape: `X @ W.T` for 8 rows need not give row 0 the bits it
 gets alone (cuBLAS documents this; on the CPU it was measured, docs/device.md). So the default
 kernel, "rows", computes each row by the same call whatever the batch: one matrix-vector
-product (`torch.mv`) per row, the call a 1-row step makes. "matmul" (one `X @ W.T` per batch)
+product (`torch.mv`) per row, on a copy of the row in storage of its own, the call a 1-row
+step makes. "matmul" (one `X @ W.T` per batch)
 is kept for measurement: tests/backends shows whether it holds the promise where it runs.
 """
 
@@ -74,7 +75,10 @@ class TorchBackend(Backend):
             if self.kernel == "matmul":
                 y = x @ handle.T
             else:
-                y = torch.stack([torch.mv(handle, x[r]) for r in range(x.shape[0])])
+                # Each row in storage of its own: a view into the batch starts at an address
+                # that depends on r, and the gemv's vector path depends on the alignment (rows
+                # of 50 float32 differed in the last bit at r = 3 when left as views).
+                y = torch.stack([torch.mv(handle, x[r].clone()) for r in range(x.shape[0])])
         return y.cpu().numpy()
 
     def describe(self) -> str:
