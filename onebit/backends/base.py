@@ -15,6 +15,7 @@ the weight-residency A/B, switched on with the weight store's ONEBIT_UNPACK_PER_
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -33,6 +34,17 @@ class Backend:
         self.prepares = 0  # weights prepared (uploaded) so far
         self.products = 0  # product calls so far
         self._prepared: dict[str, object] = {}
+        self._owner: weakref.ref | None = None
+
+    def attach(self, owner: object) -> None:
+        """Bind this backend to the one model it serves: prepared weights are kept by name, so
+        a second model on the same backend would be handed the first one's weights."""
+        current = self._owner() if self._owner is not None else None
+        if current is not None and current is not owner:
+            raise BackendError(
+                f"this {self.name} backend already serves another model; make one per model"
+            )
+        self._owner = weakref.ref(owner)
 
     def linear(self, key: str, fetch: Callable[[str], np.ndarray], rows: np.ndarray) -> np.ndarray:
         """`[R, out]`: `rows` `[R, in]` times the weight `key` `[out, in]`, transposed. The

@@ -86,6 +86,7 @@ class Qwen3Model:
         # so a device backend prepares each weight once; the rest of the forward is host code.
         self.backend = make_backend(backend, kernel=kernel,
                                     resident=not getattr(weights, "unpack_per_token", False))
+        self.backend.attach(self)
         self.kernel = getattr(self.backend, "kernel", self.backend.name)
         c = config
         self._full_layers = [i for i, t in enumerate(c.layer_types) if t == FULL]

@@ -49,3 +49,15 @@ def test_the_same_greedy_text_on_every_backend(model_dir, tmp_path):
         assert model.backend.prepares == model.backend.prepared_weights > 0
     assert texts["torch"] == texts["host"] == texts["npu"]
     assert len(set(np.asarray(texts["host"]).tolist())) > 1  # not a degenerate reply
+
+
+def test_a_backend_serves_one_model(model_dir):
+    """Prepared weights are kept by name, so a backend object given to a second model is
+    refused (it would hand the second model the first one's weights)."""
+    from onebit.backends import make_backend
+
+    backend = make_backend("host")
+    first = onebit.load_model(model_dir, backend=backend)
+    with pytest.raises(BackendError, match="already serves another model; make one per model"):
+        onebit.load_model(model_dir, backend=backend)
+    assert first.backend is backend
