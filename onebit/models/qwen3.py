@@ -18,9 +18,10 @@ output is multiplied by sigmoid(gate)) and rotates only the first `partial_rotar
 each head.
 
 Batch invariance: `verify` runs the same code as `step`, only with R rows, and no operation
-lets one row's bits depend on another's or on R. Products go through `kernels.py` (each row
-computed by the same loop), attention and the GDN recurrence run row by row (row i sees the
-cache up to its own position, exactly as a step at that position would), and everything else
+lets one row's bits depend on another's or on R. Products go through the backend (host:
+`kernels.py`; every backend computes each row the same way whatever R, docs/device.md),
+attention and the GDN recurrence run row by row (row i sees the cache up to its own
+position, exactly as a step at that position would), and everything else
 is elementwise or reduces within a row. So after `verify` + `commit_verify(n)` the state, and
 the next step's logits, are bit-identical to stepping the n tokens one by one.
 
