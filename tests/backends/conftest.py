@@ -4,14 +4,11 @@ the pyxrt emulation, in three operand types)."""
 from __future__ import annotations
 
 import pytest
+from backend_cases import NPU_DTYPES
 from pyxrt_emulation import Emulator, write_kernel_dir
 
 from onebit.backends import BackendUnavailableError, make_backend
 from onebit.backends.npu import NpuBackend
-
-NPU_DTYPES = {"npu-f32": ("f32", "f32", "f32"), "npu-bf16": ("bf16", "bf16", "f32"),
-              "npu-i8": ("i8", "i8", "i32")}
-BACKEND_IDS = ["host-numba", "host-numpy", "torch", "torch-float64", "cuda", *NPU_DTYPES]
 
 
 @pytest.fixture
@@ -20,7 +17,7 @@ def make(tmp_path):
 
     def build(backend_id: str, shapes=()):
         if backend_id in NPU_DTYPES:
-            folder = write_kernel_dir(tmp_path / backend_id, shapes, M=16 if shapes else 16,
+            folder = write_kernel_dir(tmp_path / backend_id, shapes, M=16,
                                       dtype=NPU_DTYPES[backend_id])
             return NpuBackend(str(folder), pyxrt=Emulator().module)
         name, _, kernel = backend_id.partition("-")

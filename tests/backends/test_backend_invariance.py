@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import BACKEND_IDS
+from backend_cases import BACKEND_IDS
 
 SHAPES = [(37, 50), (256, 256), (96, 1024)]  # odd sizes pad on the NPU; 1024 is a long sum
 
