@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from onebit.backends import Backend
 from onebit.models.config import ModelConfig
 from onebit.models.errors import (
     ModelConfigError,
@@ -43,6 +44,7 @@ def load_model(
     kernel: str = "auto",
     q4nx_convention: str = "unsigned",
     unpack_per_token: bool | None = None,
+    backend: str | Backend = "host",
 ) -> Qwen3Model:
     """Load the model in directory `path` as a `BaseModel`.
 
@@ -53,7 +55,11 @@ def load_model(
     - `kernel`: "auto" (numba when installed), "numba" or "numpy" (see kernels.py);
     - `q4nx_convention`: "unsigned" codes 0..15, or "signed" (GGUF Q4_0: -8..7, min 0);
     - `unpack_per_token`: unpack Q4NX weights on every use instead of once; default from the
-      environment variable ONEBIT_UNPACK_PER_TOKEN.
+      environment variable ONEBIT_UNPACK_PER_TOKEN. On a device backend it also prepares
+      (uploads) each weight again for every product: the slow arm of the residency A/B;
+    - `backend`: where the products run (docs/device.md): "host" (default, the kernels above),
+      "torch" (CPU torch), "cuda" (torch on a GPU), "npu" (pyxrt, kernels from
+      $ONEBIT_KERNEL_DIR), or a `onebit.backends.Backend` object.
 
     Bad files raise `ModelFileError` / `ModelConfigError` (both `ValueError`s) naming the file,
     tensor or field.
@@ -81,7 +87,8 @@ def load_model(
         unpack_per_token=unpack_per_token,
         source=str(path),
     )
-    return Qwen3Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel)
+    return Qwen3Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
+                      backend=backend)
 
 
 __all__ = [
