@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onebit.heads.target import argmax_tokens
+from onebit.heads.target import pick_tokens
 from onebit.protocols import Drafts
 from onebit.sampling import Rng, Sampling, is_greedy, warp
 
@@ -30,8 +30,8 @@ def choose(
 
 class SamplingDrafter:
     """What a head that drafts from its own logits needs to sample (mix it in): the loop's
-    `use_sampling(sampling, rng)` is kept; `choose_rows` turns final-normed rows into drafts
-    through the target's lm_head; `answer` is what `propose` returns (a bare list when greedy,
+    `use_sampling(sampling, rng)` is kept; `choose_logits` turns rows of the head's logits into
+    drafts; `answer` is what `propose` returns (a bare list when greedy,
     so greedy drafting is exactly the argmax it always was)."""
 
     sampling: Sampling | None = None
@@ -44,15 +44,12 @@ class SamplingDrafter:
     def samples(self) -> bool:
         return self.rng is not None and not is_greedy(self.sampling)
 
-    def choose_rows(
-        self, target: object, rows: np.ndarray
-    ) -> tuple[list[int], np.ndarray | None]:
-        """One draft per row and the `q` rows they were drawn from (None when greedy)."""
+    def choose_logits(self, logits: np.ndarray) -> tuple[list[int], np.ndarray | None]:
+        """One draft per row of the head's logits and the `q` rows they were drawn from (None
+        when greedy: `pick_tokens`, the argmax, exactly as before)."""
         if not self.samples:
-            return argmax_tokens(target, rows), None
-        logits = np.asarray(target.lm_head_logits(rows))  # type: ignore[attr-defined]
-        logits = logits.reshape(rows.shape[0], -1)
-        picks = [choose(row, self.sampling, self.rng) for row in logits]
+            return pick_tokens(logits), None
+        picks = [choose(row, self.sampling, self.rng) for row in np.asarray(logits)]
         return [token for token, _ in picks], np.stack([q for _, q in picks])
 
     def answer(self, tokens: list[int], q: np.ndarray | None) -> list[int] | Drafts:
