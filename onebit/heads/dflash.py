@@ -53,6 +53,7 @@ from onebit.heads.target import (
     embed_rows,
     final_norm,
     head_logits,
+    pick_tokens,
 )
 
 TAP_NEEDS = ("vocab_size", "hidden_size", "layer_count", "embed_row", "lm_head_logits",
@@ -215,7 +216,10 @@ class DFlashHead(SamplingDrafter):
         tokens = [int(token)] + [c.mask_token_id] * (c.block_size - 1)
         x = embed_rows(self.target, tokens, c.input_embedding_scale, self.draft.dtype)
         rows = self.draft.block(x, pos, [(k_.view(), v_.view()) for k_, v_ in self._kv])
-        return self.answer(*self.choose_logits(self.draft.logits(self.target, rows[1 : 1 + n])))
+        logits = self.draft.logits(self.target, rows[1 : 1 + n])
+        if not self.samples:
+            return pick_tokens(logits)
+        return self.answer(*self.choose_logits(logits))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ from onebit.heads.target import (
     check_target,
     embed_rows,
     head_logits,
+    pick_tokens,
 )
 
 KV = tuple[np.ndarray, np.ndarray]
@@ -229,8 +230,11 @@ class MTPHead(SamplingDrafter):
 
     def pick(self, rows: np.ndarray) -> tuple[list[int], np.ndarray | None]:
         """Draft tokens of MTP output rows and their q rows (None when greedy): the target's
-        lm_head, then `choose_logits` (`pick_tokens` when greedy)."""
-        return self.choose_logits(head_logits(self.target, rows))
+        lm_head, then `pick_tokens` when greedy, `choose_logits` when sampling."""
+        logits = head_logits(self.target, rows)
+        if not self.samples:
+            return pick_tokens(logits), None
+        return self.choose_logits(logits)
 
 
 # ---------------------------------------------------------------------------------------------
