@@ -4,7 +4,13 @@ The public face: the protocols a base model and a draft head implement, the loop
 the reference `greedy()`, and the errors. See `design/loop.md` for the contract.
 """
 
-from onebit.errors import BaseContractError, ContractError, HeadContractError
+from onebit.errors import (
+    BaseContractError,
+    ContractError,
+    DecodeError,
+    HeadContractError,
+    PartError,
+)
 from onebit.fallback import Fallback
 from onebit.loop import RunResult, RunStats, check_request, greedy, run
 from onebit.protocols import BaseModel, DraftHead
@@ -23,9 +29,11 @@ __all__ = [
     "BaseContractError",
     "BaseModel",
     "ContractError",
+    "DecodeError",
     "DraftHead",
     "Fallback",
     "HeadContractError",
+    "PartError",
     "RunResult",
     "RunStats",
     "check_request",

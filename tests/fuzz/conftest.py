@@ -1,0 +1,43 @@
+"""The fuzz suite's budget: quick by default (CI: a few seconds), long on demand.
+
+    ONEBIT_FUZZ=long pytest tests/fuzz             # thousands of fresh examples per test
+    ONEBIT_FUZZ_TALLY=out.json pytest tests/fuzz   # also count the outcomes, by kind
+
+Every fuzz case ends in a typed error naming the culprit or in the right answer; the tally
+(kind -> outcome -> count) is what the table of docs/errors.md is made from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).parent))  # hostile.py, corrupt.py
+
+LONG = os.environ.get("ONEBIT_FUZZ", "") == "long"
+
+
+def fuzz_settings(quick: int = 40, long: int = 2000):
+    """Hypothesis settings of a fuzz test: `quick` cases by default, the same ones every run
+    (CI stays reproducible and fast), or `long` fresh ones with ONEBIT_FUZZ=long."""
+    return settings(max_examples=long if LONG else quick, derandomize=not LONG, deadline=None,
+                    database=None, suppress_health_check=list(HealthCheck))
+
+
+_TALLY: dict[str, Counter] = defaultdict(Counter)
+
+
+@pytest.fixture(scope="session")
+def tally():
+    """`tally(kind, outcome)` counts one case; written to $ONEBIT_FUZZ_TALLY at the end."""
+    yield lambda kind, outcome: _TALLY[kind].update([outcome])
+    out = os.environ.get("ONEBIT_FUZZ_TALLY")
+    if out:
+        Path(out).write_text(json.dumps({k: dict(v) for k, v in sorted(_TALLY.items())},
+                                        indent=2))
