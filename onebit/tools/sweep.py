@@ -31,6 +31,7 @@ from statistics import median
 import onebit
 from onebit.fallback import Fallback
 from onebit.protocols import BaseModel, DraftHead
+from onebit.tools.inputs import refusing_faults
 
 
 @dataclass
@@ -175,9 +176,11 @@ def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequen
     seconds."""
     counts = [0, 0, 0, 0, 0, 0]
     seconds = 0.0
-    for prompt in prompts:
+    for i, prompt in enumerate(prompts, start=1):
         clock = DecodeClock(base, len(prompt))
-        result = onebit.run(clock, head, prompt, max_tokens=tokens, k=k, fallback=fallback)
+        arm = "plain decode" if head is None else f"k = {k}"
+        with refusing_faults(f"{arm}, prompt {i}"):
+            result = onebit.run(clock, head, prompt, max_tokens=tokens, k=k, fallback=fallback)
         end = time.perf_counter()
         seconds += end - (clock.decode_start or end)
         s = result.stats
