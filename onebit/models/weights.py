@@ -49,6 +49,8 @@ Q4NX_FILE = "model.q4nx"
 HF_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 UNPACK_ENV = "ONEBIT_UNPACK_PER_TOKEN"
+# safetensors dtypes read as float weights (BF16 is read by hand: numpy has no bfloat16)
+FLOAT_DTYPES = ("F16", "F32", "F64")
 
 
 def unpack_per_token_from_env() -> bool:
@@ -147,9 +149,14 @@ def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stor
                 header = header if header is not None else _read_header(path)
                 tensors[name] = Stored(_read_raw_u16(path, header, name), "bf16", str(path))
                 continue
+            if dtype not in FLOAT_DTYPES and not (bf16_as_u16 and dtype in ("U8", "U16")):
+                raise ModelFileError(
+                    f"{path}: tensor '{name}' has dtype {dtype}, which holds no "
+                    f"weights this loader knows"
+                )
             try:
                 data = f.get_tensor(name)
-            except (SafetensorError, TypeError, ValueError) as error:
+            except (SafetensorError, TypeError, ValueError, AttributeError) as error:
                 raise ModelFileError(
                     f"{path}: cannot read tensor '{name}' ({dtype}): {error}"
                 ) from None

@@ -1,7 +1,8 @@
 """What the tools read: prompt files of token ids, the target, and the head to score.
 
-A prompt file holds one prompt per line, token ids separated by spaces or commas (the
-tokenizer stays out of the harness). Blank lines and lines starting with `#` are skipped.
+A prompt file holds one prompt per line, token ids (ASCII digits) separated by spaces or commas
+(the tokenizer stays out of the harness). `#` starts a comment, at the start of a line or
+after its ids; blank lines and comment lines are skipped.
 Every problem is a `ToolInputError` (a `ValueError`) with a one-line message naming the file
 and line, which the commands print without a traceback.
 """
@@ -68,14 +69,14 @@ def read_prompt_ids(path: str | Path, vocab_size: int | None = None) -> list[lis
         raise ToolInputError(f"{path}: cannot read the prompt file: {error}") from None
     prompts = []
     for number, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
+        line = line.split("#", 1)[0].strip()
+        if not line:
             continue
         prompt = []
         for word in re.split(r"[\s,]+", line):
             if not word:
                 continue
-            if not re.fullmatch(r"\d+", word):
+            if not re.fullmatch(r"[0-9]+", word):  # \d would take full-width and other digits
                 raise ToolInputError(
                     f"{path}:{number}: {word[:20]!r} is not a token id (a prompt line holds "
                     "non-negative integers separated by spaces or commas)"
