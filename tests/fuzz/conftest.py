@@ -12,32 +12,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 
-sys.path.insert(0, str(Path(__file__).parent))  # hostile.py, corrupt.py
+sys.path.insert(0, str(Path(__file__).parent))  # hostile.py, corrupt.py, fuzzing.py
 
-LONG = os.environ.get("ONEBIT_FUZZ", "") == "long"
-
-
-def fuzz_settings(quick: int = 40, long: int = 2000):
-    """Hypothesis settings of a fuzz test: `quick` cases by default, the same ones every run
-    (CI stays reproducible and fast), or `long` fresh ones with ONEBIT_FUZZ=long."""
-    return settings(max_examples=long if LONG else quick, derandomize=not LONG, deadline=None,
-                    database=None, suppress_health_check=list(HealthCheck))
-
-
-_TALLY: dict[str, Counter] = defaultdict(Counter)
+from fuzzing import TALLY  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def tally():
     """`tally(kind, outcome)` counts one case; written to $ONEBIT_FUZZ_TALLY at the end."""
-    yield lambda kind, outcome: _TALLY[kind].update([outcome])
+    yield lambda kind, outcome: TALLY[kind].update([outcome])
     out = os.environ.get("ONEBIT_FUZZ_TALLY")
     if out:
-        Path(out).write_text(json.dumps({k: dict(v) for k, v in sorted(_TALLY.items())},
+        Path(out).write_text(json.dumps({k: dict(v) for k, v in sorted(TALLY.items())},
                                         indent=2))

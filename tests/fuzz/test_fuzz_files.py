@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import fuzz_settings
 from corrupt import corrupted, corrupted_config, judge_load, pristine, write_model
+from fuzzing import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 

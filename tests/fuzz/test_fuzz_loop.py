@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from conftest import fuzz_settings
+from fuzzing import fuzz_settings
 from hostile import FAULTS, FLAVOURS, HEADS, METHODS, RAISES, RETURNS, Case, judge
 from hypothesis import given
 from hypothesis import strategies as st
