@@ -151,35 +151,41 @@ def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray
 class _Part:
     """A base, head or consumer as the loop sees it: every call goes through, and whatever it
     raises that is not already a `DecodeError` becomes a `PartError` naming the part and the
-    call, with the original as `__cause__` (so the run can attach what it emitted)."""
-
-    __slots__ = ("_part", "_name")
+    call, with the original as `__cause__` (so the run can attach what it emitted). Each
+    method's wrapper is made once per run and kept, so a call costs one extra frame."""
 
     def __init__(self, part: object, name: str) -> None:
         self._part = part
         self._name = name
 
-    def _call(self, what: str, fn: Callable, *args: object) -> object:
-        try:
-            return fn(*args)
-        except DecodeError:
-            raise
-        except Exception as error:
-            raise PartError(f"{what} raised {type(error).__name__}: {error}",
-                            culprit=self._name) from error
+    def _guard(self, what: str, fn: Callable) -> Callable:
+        culprit = self._name
+
+        def call(*args: object) -> object:
+            try:
+                return fn(*args)
+            except DecodeError:
+                raise
+            except Exception as error:
+                raise PartError(f"{what} raised {type(error).__name__}: {error}",
+                                culprit=culprit) from error
+
+        return call
 
     def __getattr__(self, attr: str) -> object:
-        value = self._call(f"{self._name}.{attr}", getattr, self._part, attr)
+        value = self._guard(f"{self._name}.{attr}", getattr)(self._part, attr)
         if not callable(value):
-            return value
-        return lambda *args: self._call(f"{self._name}.{attr}()", value, *args)
-
-    def __call__(self, *args: object) -> object:
-        return self._call(self._name, self._part, *args)  # type: ignore[arg-type]
+            return value  # read each time: a property may change (vocab_size does not)
+        call = self.__dict__[attr] = self._guard(f"{self._name}.{attr}()", value)
+        return call
 
 
 def _guarded(part: object, name: str) -> object:
-    return None if part is None else _Part(part, name)
+    """`part` behind a `_Part`; a consumer (a plain callable) behind one guarded call."""
+    if part is None:
+        return None
+    guard = _Part(part, name)
+    return guard._guard(name, part) if name == "consumer" else guard  # type: ignore[arg-type]
 
 
 def _settled(error: BaseException, emitted: list[int], pos: int) -> BaseException:
