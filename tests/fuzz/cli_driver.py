@@ -1,8 +1,8 @@
 """Drive `onebit` in-process with any argv and judge what it did.
 
 `judge_cli(argv)` runs `onebit.cli.main(argv)` with stdout and stderr captured and returns:
-- "clear error": exit status 2, nothing on stdout, and on stderr no traceback and one line
-  `onebit COMMAND: error: ...` (argparse's usage lines may come before it);
+- "clear error": exit status 2, nothing on stdout, and on stderr no traceback and exactly one
+  line `onebit COMMAND: error: ...` (usage errors too);
 - "right answer": exit status 0 and a report on stdout (or --help);
 and raises AssertionError otherwise ("traceback": an exception escaped; "wrong stream or
 exit code": an error on stdout, exit 1 where no check failed, several error lines, ...).
@@ -55,8 +55,7 @@ def judge_cli(argv: list[str], *, may_fail_check: bool = False) -> str:
     if status == 2:
         lines = [line for line in err.splitlines() if line.strip()]
         errors = [line for line in lines if re.match(r"onebit( [a-z]+)?: error: ", line)]
-        others = [line for line in lines if line not in errors and not _usage(line)]
-        if out or len(errors) != 1 or others:
+        if out or len(errors) != 1 or len(lines) != 1:
             raise AssertionError(f"wrong stream: {where}: stdout {out[:200]!r}, stderr "
                                  f"{err[-600:]!r}")
         return "clear error"
@@ -68,7 +67,3 @@ def judge_cli(argv: list[str], *, may_fail_check: bool = False) -> str:
         return "clear error"
     raise AssertionError(f"wrong exit code: {where} exited {status}; stderr {err[-600:]!r}")
 
-
-def _usage(line: str) -> bool:
-    """argparse's usage lines, printed before its one error line."""
-    return line.startswith(("usage: ", " ")) and ": error: " not in line
