@@ -3,7 +3,11 @@ what the model batches, a model too big to fabricate, a flag out of range."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +89,27 @@ def test_fabricate_into_a_directory_with_files(capsys, tmp_path, model_dir):
     """Fabricating into a directory that already holds files is refused (a second container
     beside the first would make the directory ambiguous)."""
     one_line(*onebit(capsys, "fabricate", "qwen3", model_dir), "is not an empty directory")
+
+
+def run_onebit(*argv, stdout) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "onebit.cli", *map(str, argv)], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_report_that_cannot_be_written(tmp_path):
+    """stdout on a full device: one line on stderr, exit 2, no traceback."""
+    with open("/dev/full", "w") as full:
+        done = run_onebit("fabricate", "qwen3", tmp_path / "m", stdout=full)
+    assert done.returncode == 2
+    assert done.stderr == ("onebit: error: cannot write the report to stdout: No space left "
+                           "on device\n")
+
+
+def test_a_reader_that_goes_away(tmp_path):
+    """stdout closed by its reader before the report (`| head -c 0`): a quiet exit 0."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as closed:
+        done = run_onebit("fabricate", "qwen3", tmp_path / "m", stdout=closed)
+    assert (done.returncode, done.stderr) == (0, "")
