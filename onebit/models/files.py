@@ -27,7 +27,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_regular(path: Path, error: type[ModelFileError] = ModelFileError) -> Path:
+def check_regular(path: Path, error: type[ValueError] = ModelFileError) -> Path:
     """`path` when it is a regular file (links followed); else `error` naming it."""
     try:
         mode = os.stat(path).st_mode
@@ -40,7 +40,7 @@ def check_regular(path: Path, error: type[ModelFileError] = ModelFileError) -> P
     return path
 
 
-def read_small(path: Path, error: type[ModelFileError] = ModelFileError) -> str:
+def read_small(path: Path, error: type[ValueError] = ModelFileError) -> str:
     """The UTF-8 text of a small regular file (config.json, the shard index); `error` naming
     the file when it is missing, not a regular file, too large or not UTF-8."""
     try:

@@ -138,7 +138,7 @@ def argv_for(command: str, world: Path):
 
 
 @pytest.mark.parametrize("command", ["acceptance", "sweep", "fabricate", "mutmut"])
-@fuzz_settings(quick=12, long=400)
+@fuzz_settings(quick=12, long=100)
 @given(data=st.data())
 def test_malformed_arguments(world, tally, command, data):
     """Random argv of real and junk flags with good, bad and absurd values."""
