@@ -120,6 +120,9 @@ def _argmax_row(logits: np.ndarray, vocab: int, pos: int) -> int:
             f"expected ({vocab},)",
             pos=pos,
         )
+    if row.dtype.kind not in "fiu":  # bools, strings, objects are no scores to argmax
+        raise BaseContractError(f"base returned logits of dtype {row.dtype} scoring position "
+                                f"{pos}; expected numbers", pos=pos)
     if not np.isfinite(row).all():
         raise BaseContractError(f"base returned non-finite logits scoring position {pos}", pos=pos)
     return int(np.argmax(row))
@@ -134,6 +137,9 @@ def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray
             f"expected ({n}, {vocab})",
             pos=pos,
         )
+    if rows.dtype.kind not in "fiu":
+        raise BaseContractError(f"base.verify at position {pos} returned logits of dtype "
+                                f"{rows.dtype}; expected numbers", pos=pos)
     if not np.isfinite(rows).all():
         bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
         raise BaseContractError(

@@ -51,6 +51,9 @@ def checked_logits(logits: object, vocab: int, pos: int) -> np.ndarray:
     if row.shape != (vocab,):
         raise ComputeError(f"the model's logits scoring position {pos} have shape {row.shape}; "
                            f"expected ({vocab},)")
+    if row.dtype.kind not in "fiu":
+        raise ComputeError(f"the model's logits scoring position {pos} have dtype {row.dtype}; "
+                           "expected numbers")
     if not np.isfinite(row).all():
         raise ComputeError(f"the model gave non-finite logits scoring position {pos} "
                            f"({int((~np.isfinite(row)).sum())} of {vocab}); no score from a "

@@ -138,3 +138,24 @@ def test_decode_error_is_the_one_thing_to_catch():
     """ContractError and PartError are both DecodeErrors (and RuntimeErrors, as before)."""
     assert issubclass(onebit.ContractError, DecodeError)
     assert issubclass(PartError, DecodeError) and issubclass(DecodeError, RuntimeError)
+
+
+@pytest.mark.parametrize("flavour", ["run", "greedy"])
+@pytest.mark.parametrize("dtype", [bool, complex, object, str])
+def test_logits_that_are_not_numbers(flavour, dtype, tally):
+    """Logits of bools (argmax picks the first True: token 0), complex numbers, objects or
+    strings are the base's contract error naming the dtype, never a text."""
+    class OddLogits(ToyBase):
+        def step(self, token, pos):
+            logits = super().step(token, pos)
+            return (logits > 0).astype(dtype) if pos >= 6 else logits
+
+    base = OddLogits()
+    with pytest.raises(onebit.BaseContractError, match="logits of dtype .*; expected numbers"
+                       ) as info:
+        if flavour == "run":
+            onebit.run(base, None, [3, 1, 4, 1, 5], max_tokens=6, k=0)
+        else:
+            onebit.greedy(base, [3, 1, 4, 1, 5], max_tokens=6)
+    assert base.committed == [3, 1, 4, 1, 5] + info.value.emitted
+    tally("loop: logits that are not numbers", "clear error")
