@@ -8,7 +8,8 @@ classifies the outcome the way the issue's table counts them:
   `emitted` equals what the consumer received, is a prefix of the greedy text, and equals what
   the base committed after the prompt; a `PartError` names the hostile part and keeps the
   original exception as `__cause__`;
-- "right answer": the run returned the greedy text (or its prefix when the consumer stopped);
+- "right answer": the run returned the greedy text (or its prefix when the consumer stopped)
+  although the fault fired ("not reached" when the run ended before the hostile call);
 - anything else fails the test with the reason ("traceback": an untyped exception; "silent
   wrong": a returned text that is not greedy's, or an `emitted` that does not match).
 """
@@ -185,7 +186,7 @@ def judge(case: Case) -> str:
         raise AssertionError(f"silent wrong: {case} left {toy.committed} committed")
     if not result.stopped and len(result.tokens) != case.max_tokens:
         raise AssertionError(f"silent wrong: {case} stopped early without saying so")
-    return "right answer"
+    return "right answer" if hostile.fired else "not reached"
 
 
 def _judge_error(case, error, seen, toy, hostile, truth) -> str:
