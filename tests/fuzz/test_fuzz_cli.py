@@ -3,6 +3,7 @@ or in the right answer; never a traceback, a hang, or an error on stdout."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -26,7 +27,10 @@ def world(tmp_path_factory):
     (root / "latin1.txt").write_bytes(b"1 2 \xe9\n")
     (root / "empty.txt").write_text("")
     (root / "file").write_text("not a directory")
-    return root
+    here = Path.cwd()
+    os.chdir(root)  # a relative path the fuzz draws (--plot json) lands here, not in the repo
+    yield root
+    os.chdir(here)
 
 
 @pytest.fixture(autouse=True, scope="module")
