@@ -2,15 +2,17 @@
 something to run on.
 
     onebit fabricate qwen3 DIR [--hidden 1024 --layers 4 --intermediate 2816 --vocab 8192]
-    onebit fabricate qwen3_5 DIR [--float]
+    onebit fabricate qwen3_5 DIR [--float] [--mtp [N]]
     onebit fabricate dflash DIR --target MODEL_DIR [--block-size 8]
     onebit fabricate mtp DIR --target MODEL_DIR
 
 Target sizes default to the tiny test models (`onebit.models.tiny_config`); any size can be
 raised for benchmarks (the first example is about 46 M parameters). Projections that tile
 into Q4NX's 32 x 256 blocks are quantised, the rest stored as bf16; `--float` writes a
-HuggingFace-layout float checkpoint instead. A draft is sized from its target (hidden size,
-layers, vocabulary) and written as config.json + safetensors.
+HuggingFace-layout float checkpoint instead. `--mtp` writes a Qwen3.5 checkpoint as Qwen
+publishes it, with N (default 1) MTP layers of its own (`onebit acceptance --head mtp` drafts
+with them when no --draft is given). A draft is sized from its target (hidden size, layers,
+vocabulary) and written as z-lab and Qwen publish theirs: config.json + BF16 safetensors.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         help="the model a draft is made for (dflash, mtp)")
     parser.add_argument("--block-size", type=int, default=None,
                         help="DFlash block size B (B - 1 drafts per pass)")
+    parser.add_argument("--mtp", type=int, nargs="?", const=1, default=None, metavar="N",
+                        help="qwen3_5: add N (default 1) MTP layers, published layout")
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -78,16 +82,24 @@ def target(args: argparse.Namespace) -> str:
 
     overrides = {field: getattr(args, option) for option, field in SIZE_OPTIONS.items()
                  if getattr(args, option) is not None}
-    check_fits(args.kind, overrides, args.quantized, args.dir)
-    path = fabricate_model(args.dir, args.kind, quantized=args.quantized, seed=args.seed,
-                           convention=args.convention, **overrides)
+    mtp = getattr(args, "mtp", None)
+    if mtp is not None and (args.kind != "qwen3_5" or mtp < 1):
+        raise ValueError(f"--mtp {mtp}: MTP layers (>= 1) come with a qwen3_5 model only")
+    check_fits(args.kind, overrides, args.quantized and mtp is None, args.dir)
+    path = fabricate_model(args.dir, args.kind, quantized=args.quantized and mtp is None,
+                           seed=args.seed, convention=args.convention, **overrides)
+    if mtp is not None:  # the HF layout Qwen3.5's MTP weights ship in
+        from onebit.heads import add_own_mtp
+
+        add_own_mtp(path, layers=mtp, seed=args.seed)
     model = load_model(path, q4nx_convention=args.convention)
     files = sorted(p.name for p in Path(path).iterdir())
     size = sum(p.stat().st_size for p in Path(path).iterdir())
     parameters = sum(prod(shape) for shape in expected_shapes(model.config).values())
     return (f"wrote {args.kind} to {path} ({', '.join(files)}; {size / 2**20:.1f} MiB): "
             f"{model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
-            f"vocab {model.vocab_size}, {parameters / 1e6:.1f} M parameters")
+            f"vocab {model.vocab_size}, {parameters / 1e6:.1f} M parameters"
+            + (f", {mtp} MTP layer(s)" if mtp else ""))
 
 
 def draft(args: argparse.Namespace) -> str:

@@ -62,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         ks = parse_ks(args.k, most, f"the model verifies at most {most} rows in one pass")
         prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
         head = make_head(args.head, target, draft=args.draft, k=max(ks), ngram_n=args.ngram_n,
-                         prompts=prompts, tokens=args.tokens)
+                         prompts=prompts, tokens=args.tokens, model=args.model)
         progress = Progress((len(ks) + 1) * args.repeats * len(prompts), "sweep")
         try:
             report = sweep(target, head, prompts, ks=ks, tokens=args.tokens,

@@ -100,9 +100,10 @@ def read_prompt_ids(path: str | Path, vocab_size: int | None = None) -> list[lis
 
 def make_head(kind: str, target: object, *, draft: str | Path | None = None,
               k: int = 8, ngram_n: int = 3, prompts: Sequence[Sequence[int]] = (),
-              tokens: int = 0):
+              tokens: int = 0, model: str | Path | None = None):
     """The head `kind` ("dflash", "mtp", "ngram", "perfect") for `target`; the weighted heads
-    load their draft from directory `draft`; "perfect" runs the target greedily for `tokens`
+    load their draft from directory `draft` ("mtp" without one: the MTP layers of the `model`
+    checkpoint itself, as Qwen3.5 ships them); "perfect" runs the target greedily for `tokens`
     tokens after each of `prompts` and proposes that text (the ceiling to measure against).
     Raises `ToolInputError` / `DraftError` (ValueErrors)."""
     if kind not in HEADS:
@@ -120,6 +121,10 @@ def make_head(kind: str, target: object, *, draft: str | Path | None = None,
         from onebit.heads import NgramHead
 
         return NgramHead(n=ngram_n, k=k)
+    if draft is None and kind == "mtp" and model is not None:
+        from onebit.heads import load_own_mtp
+
+        return load_own_mtp(model, target)
     if draft is None:
         raise ToolInputError(f"--head {kind} needs --draft DIR (the draft's weights)")
     if kind == "dflash":
