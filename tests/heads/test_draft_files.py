@@ -7,7 +7,6 @@ import shutil
 import signal
 
 import pytest
-from safetensors.numpy import load_file, save_file
 
 from onebit.heads import fabricate_dflash, load_dflash
 from onebit.heads.errors import DraftFileError
@@ -42,10 +41,8 @@ def test_fifo_in_a_draft_directory_is_refused_at_once(draft_dir, qwen3, victim):
 def test_a_draft_tensor_in_two_files_names_both(draft_dir, qwen3):
     """The same tensor in two *.safetensors files of a draft is refused naming both files,
     never last-file-wins."""
-    tensors = load_file(str(draft_dir / "model.safetensors"))
-    name = sorted(tensors)[0]
-    save_file({name: tensors[name] * 2}, str(draft_dir / "zz-extra.safetensors"))
-    with pytest.raises(DraftFileError, match=rf"tensor '{name}' is in both .*model.safetensors "
+    shutil.copy(draft_dir / "model.safetensors", draft_dir / "zz-extra.safetensors")
+    with pytest.raises(DraftFileError, match=r"tensor '.*' is in both .*model.safetensors "
                        r"and .*zz-extra.safetensors"):
         load_dflash(draft_dir, qwen3)
 
