@@ -18,8 +18,9 @@ from onebit.protocols import BaseModel, DraftHead
 
 def load_model(path, **options):
     """Load a model directory (a Q4NX container or a HuggingFace checkpoint) as a `BaseModel`;
-    see `onebit.models.load_model` for the options. Imported on first use: the loop does not
-    need the forward (or numba)."""
+    see `onebit.models.load_model` for the options, `backend="host" | "torch" | "cuda" | "npu"`
+    among them (docs/device.md). Imported on first use: the loop does not need the forward (or
+    numba)."""
     from onebit.models import load_model as load
 
     return load(path, **options)

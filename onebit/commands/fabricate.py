@@ -3,6 +3,7 @@ something to run on.
 
     onebit fabricate qwen3 DIR [--hidden 1024 --layers 4 --intermediate 2816 --vocab 8192]
     onebit fabricate qwen3_5 DIR [--float] [--mtp [N]]
+    onebit fabricate gemma4 DIR [--float]          # sliding + global layers, PLE, shared KV
     onebit fabricate dflash DIR --target MODEL_DIR [--block-size 8]
     onebit fabricate mtp DIR --target MODEL_DIR
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from onebit.commands.common import emit, fail, positive
 
-TARGETS = ("qwen3", "qwen3_5")
+TARGETS = ("qwen3", "qwen3_5", "gemma4")
 DRAFTS = ("dflash", "mtp")
 SIZE_OPTIONS = {  # option -> ModelConfig field
     "hidden": "hidden_size",
@@ -95,7 +96,9 @@ def target(args: argparse.Namespace) -> str:
     model = load_model(path, q4nx_convention=args.convention)
     files = sorted(p.name for p in Path(path).iterdir())
     size = sum(p.stat().st_size for p in Path(path).iterdir())
-    parameters = sum(prod(shape) for shape in expected_shapes(model.config).values())
+    shapes = (model.config.expected_shapes() if args.kind == "gemma4"
+              else expected_shapes(model.config))
+    parameters = sum(prod(shape) for shape in shapes.values())
     return (f"wrote {args.kind} to {path} ({', '.join(files)}; {size / 2**20:.1f} MiB): "
             f"{model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
             f"vocab {model.vocab_size}, {parameters / 1e6:.1f} M parameters"

@@ -261,6 +261,7 @@ class WeightStore:
         convention: str = "unsigned",
         unpack_per_token: bool | None = None,
         source: str = "",
+        shapes: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
         if convention not in q4nx.CONVENTIONS:
             raise ValueError(
@@ -272,7 +273,8 @@ class WeightStore:
             unpack_per_token_from_env() if unpack_per_token is None else bool(unpack_per_token)
         )
         self.source = source
-        self.shapes = expected_shapes(config)
+        # `shapes`: every tensor the forward reads (a family with its own layout passes them)
+        self.shapes = expected_shapes(config) if shapes is None else dict(shapes)
         self._stored: dict[str, Stored] = {}
         stored_as: dict[str, str] = {}  # HF name -> the name in the file
         for stored_name, stored in tensors.items():
@@ -324,22 +326,42 @@ class WeightStore:
         cached = self._cache.get(name)
         if cached is not None:
             return cached
-        stored = self._stored[name]
-        if stored.kind == "q4nx":
-            self.unpacks += 1
-            value = q4nx.dequantize(
-                stored.data, *self.shapes[name], convention=self.convention, dtype=self.dtype
-            )
-            if self.unpack_per_token:
-                return value  # the slow path: unpack again next time
-        elif stored.kind == "bf16":
-            value = q4nx.bf16_bits_to_f32(stored.data).astype(self.dtype)
-        else:
-            value = np.asarray(stored.data).astype(self.dtype)
+        value = self.unpack(name)
+        if self.unpack_per_token and self._stored[name].kind == "q4nx":
+            return value  # the slow path: unpack again next time
         value = np.ascontiguousarray(value)
         value.flags.writeable = False
         self._cache[name] = value
         return value
+
+    def unpack(self, name: str) -> np.ndarray:
+        """The weight `name` in the compute dtype, prepared afresh: never read from or written to
+        the cache (the per-token arm of a weight-cache A/B)."""
+        stored = self._stored[name]
+        if stored.kind == "q4nx":
+            self.unpacks += 1
+            return q4nx.dequantize(
+                stored.data, *self.shapes[name], convention=self.convention, dtype=self.dtype
+            )
+        if stored.kind == "bf16":
+            return q4nx.bf16_bits_to_f32(stored.data).astype(self.dtype)
+        return np.asarray(stored.data).astype(self.dtype)
+
+    def row_band(self, name: str, band: int) -> np.ndarray:
+        """Rows `32 * band .. 32 * band + 31` of a 2-D weight (one Q4NX block row), in the
+        compute dtype, prepared afresh: a big table can be read a band at a time."""
+        stored = self._stored[name]
+        rows, cols = self.shapes[name]
+        if stored.kind == "q4nx":
+            self.unpacks += 1
+            block = q4nx.as_grid(stored.data, rows, cols)[band]
+            return q4nx.dequantize(
+                block, q4nx.BLOCK_ROWS, cols, convention=self.convention, dtype=self.dtype
+            )
+        part = stored.data[band * q4nx.BLOCK_ROWS : (band + 1) * q4nx.BLOCK_ROWS]
+        if stored.kind == "bf16":
+            return q4nx.bf16_bits_to_f32(part).astype(self.dtype)
+        return np.asarray(part).astype(self.dtype)
 
     def embedding_row(self, token: int) -> np.ndarray:
         """One row of the embedding; in per-token mode only that row's blocks are unpacked."""
