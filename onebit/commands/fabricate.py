@@ -147,22 +147,39 @@ def estimate_bytes(kind: str, overrides: dict, quantized: bool) -> tuple[int, in
     tensor's float64 draws and quantising copies, and the serialised file held once in memory
     while it is written. Counted on 12 and 24 layers (whole periods of any layer pattern) and
     extended linearly, so an absurd layer count is never built."""
-    from onebit.models import q4nx, tiny_config
-    from onebit.models.weights import expected_shapes
+    from onebit.models import q4nx
 
     def count(layers: int) -> tuple[int, int, int]:
-        shapes = expected_shapes(tiny_config(kind, **{**overrides, "num_hidden_layers": layers}))
+        shapes = _shapes(kind, {**overrides, "num_hidden_layers": layers})
         sizes = {name: prod(shape) for name, shape in shapes.items()}
         disk = sum(size * q4nx.BLOCK_BYTES // (q4nx.BLOCK_ROWS * q4nx.BLOCK_COLS)
                    if quantized and q4nx.can_quantize(shapes[name]) else
                    (2 if quantized else 4) * size for name, size in sizes.items())
         return sum(sizes.values()), disk, max(sizes.values())
 
-    layers = overrides.get("num_hidden_layers", tiny_config(kind).num_hidden_layers)
+    layers = overrides.get("num_hidden_layers", _config(kind, {}).num_hidden_layers)
     (p12, d12, largest), (p24, d24, _) = count(12), count(24)
     params = p12 + (layers - 12) * (p24 - p12) // 12
     disk = d12 + (layers - 12) * (d24 - d12) // 12
     return 4 * params + 32 * largest + 2 * disk, disk
+
+
+def _config(kind: str, overrides: dict):
+    if kind == "gemma4":  # its own config (docs/gemma4.md)
+        from onebit.models.gemma4_fabricate import tiny_gemma4_config
+
+        return tiny_gemma4_config(**overrides)
+    from onebit.models import tiny_config
+
+    return tiny_config(kind, **overrides)
+
+
+def _shapes(kind: str, overrides: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor a fabricated `kind` with these sizes holds, by name."""
+    from onebit.models.weights import expected_shapes
+
+    config = _config(kind, overrides)
+    return config.expected_shapes() if kind == "gemma4" else expected_shapes(config)
 
 
 def available_memory() -> int | None:

@@ -179,15 +179,7 @@ class ModelConfig:
     def from_file(cls, path: str | Path) -> ModelConfig:
         """Read `path` (a regular UTF-8 file holding a JSON object); `ModelConfigError` naming
         the file otherwise."""
-        path = Path(path)
-        text = read_small(path, ModelConfigError)
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ModelConfigError(f"{path}: not valid JSON: {error}") from None
-        except RecursionError:
-            raise ModelConfigError(f"{path}: not valid JSON: nested too deeply") from None
-        return cls.from_dict(raw, source=str(path))
+        return cls.from_dict(read_config_json(path), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """A config.json dict transformers reads back (qwen3 / qwen3_5_text model types)."""
@@ -284,6 +276,19 @@ class ModelConfig:
 
 
 _FIELDS = {f for f in ModelConfig.__dataclass_fields__}
+
+
+def read_config_json(path: str | Path) -> Any:
+    """The JSON in `path`, a regular UTF-8 file of at most 16 MiB (a FIFO is refused, never
+    waited on); `ModelConfigError` naming the file otherwise."""
+    path = Path(path)
+    text = read_small(path, ModelConfigError)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ModelConfigError(f"{path}: not valid JSON: {error}") from None
+    except RecursionError:
+        raise ModelConfigError(f"{path}: not valid JSON: nested too deeply") from None
 
 
 def _shown(value: Any) -> str:
