@@ -46,17 +46,20 @@ class Backend:
             )
         self._owner = weakref.ref(owner)
 
-    def linear(self, key: str, fetch: Callable[[str], np.ndarray], rows: np.ndarray) -> np.ndarray:
+    def linear(self, key: str, fetch: Callable[[str], np.ndarray], rows: np.ndarray, *,
+               resident: bool | None = None) -> np.ndarray:
         """`[R, out]`: `rows` `[R, in]` times the weight `key` `[out, in]`, transposed. The
-        weight is fetched and prepared on first use only (on every use when not resident)."""
-        handle = self._prepared.get(key)
+        weight is fetched and prepared on first use only (on every use when not resident;
+        `resident` overrides the backend's setting for this one product)."""
+        keep = self.resident if resident is None else resident
+        handle = self._prepared.get(key) if keep else None
         if handle is None:
             weight = np.asarray(fetch(key))
             if weight.ndim != 2:
                 raise BackendError(f"{self.name}: weight {key!r} has shape {weight.shape}, not 2-D")
             handle = self.prepare(key, np.ascontiguousarray(weight))
             self.prepares += 1
-            if self.resident:
+            if keep:
                 self._prepared[key] = handle
         rows = np.ascontiguousarray(rows)
         if rows.ndim != 2 or rows.shape[0] < 1:

@@ -76,7 +76,7 @@ def load_model(
     if is_gemma4(raw):  # Gemma 4 (docs/gemma4.md): its own config and forward
         return load_gemma4(path, raw, kind, dtype=dtype, max_batch_rows=max_batch_rows,
                            kernel=kernel, q4nx_convention=q4nx_convention,
-                           unpack_per_token=unpack_per_token)
+                           unpack_per_token=unpack_per_token, backend=backend)
     config = ModelConfig.from_dict(raw, source=str(path / CONFIG_FILE))
     tensors = load_tensors(path, kind)
     weights = WeightStore(

@@ -52,9 +52,9 @@ from pathlib import Path
 
 import numpy as np
 
-from onebit.models import kernels
+from onebit.backends import Backend, make_backend
 from onebit.models.gemma4_config import SLIDING, Gemma4Config
-from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, Qwen3Model, _Pass
+from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, Qwen3Model, _Pass
 from onebit.models.weights import WeightStore, load_tensors
 
 PLE_ENV = "ONEBIT_PLE_PER_TOKEN"
@@ -71,13 +71,15 @@ def ple_per_token_from_env() -> bool:
 
 
 def load_gemma4(path: Path, raw: dict, kind: str, *, dtype: np.dtype | type, max_batch_rows: int,
-                kernel: str, q4nx_convention: str, unpack_per_token: bool | None) -> Gemma4Model:
+                kernel: str, q4nx_convention: str, unpack_per_token: bool | None,
+                backend: str | Backend = "host") -> Gemma4Model:
     """The Gemma 4 model in directory `path` (whose config.json is `raw`); see `load_model`."""
     config = Gemma4Config.from_dict(raw, source=str(path / "config.json"))
     weights = WeightStore(load_tensors(path, kind), config, dtype=dtype,
                           convention=q4nx_convention, unpack_per_token=unpack_per_token,
                           source=str(path), shapes=config.expected_shapes())
-    return Gemma4Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel)
+    return Gemma4Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
+                       backend=backend)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -131,7 +133,7 @@ class Gemma4Model(Qwen3Model):
 
     def __init__(self, config: Gemma4Config, weights: WeightStore, *,
                  max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS, kernel: str = "auto",
-                 ple_per_token: bool | None = None) -> None:
+                 backend: str | Backend = "host", ple_per_token: bool | None = None) -> None:
         if (isinstance(max_batch_rows, bool) or not isinstance(max_batch_rows, int)
                 or max_batch_rows < 1):
             raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
@@ -139,7 +141,11 @@ class Gemma4Model(Qwen3Model):
         self.weights = weights
         self.dtype = weights.dtype
         self._max_rows = max_batch_rows
-        self.kernel, self._linear = kernels.choose(kernel)
+        # the products go through the backend by weight name, as in Qwen3Model
+        self.backend = make_backend(backend, kernel=kernel,
+                                    resident=not getattr(weights, "unpack_per_token", False))
+        self.backend.attach(self)
+        self.kernel = getattr(self.backend, "kernel", self.backend.name)
         self.ple_per_token = ple_per_token_from_env() if ple_per_token is None else ple_per_token
         c, t = config, self.dtype.type
         self._norms = {name: weights.get(name) for name in weights.names()
@@ -206,7 +212,7 @@ class Gemma4Model(Qwen3Model):
             if layer in self._taps:
                 taps[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self._softcap(self._linear(self.weights.lm_head(), hidden))
+        logits = self._softcap(self._linear(LM_HEAD, hidden))
         tapped = (np.stack([taps[layer] for layer in self._taps], axis=1) if self._taps
                   else np.zeros((R, 0, c.hidden_size), self.dtype))
         return _Pass(list(tokens), pos, logits, hidden, tapped, [])
@@ -219,17 +225,16 @@ class Gemma4Model(Qwen3Model):
         h = self._rmsnorm(x, n[p + "pre_feedforward_layernorm.weight"])
         x = x + self._rmsnorm(self._mlp(p, h), n[p + "post_feedforward_layernorm.weight"])
         if ple is not None:  # the per-layer input, after the MLP residual
-            gate = gelu_tanh(self._linear(self._ple_weight(p + "per_layer_input_gate.weight"), x))
-            out = self._linear(self._ple_weight(p + "per_layer_projection.weight"),
+            gate = gelu_tanh(self._ple_linear(p + "per_layer_input_gate.weight", x))
+            out = self._ple_linear(p + "per_layer_projection.weight",
                                gate * ple[:, layer])
             x = x + self._rmsnorm(out, n[p + "post_per_layer_input_norm.weight"])
         return x * self._scalars[layer]
 
     def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
-        w = self.weights
-        gate = self._linear(w.get(p + "mlp.gate_proj.weight"), h)
-        up = self._linear(w.get(p + "mlp.up_proj.weight"), h)
-        return self._linear(w.get(p + "mlp.down_proj.weight"), gelu_tanh(gate) * up)
+        gate = self._linear(p + "mlp.gate_proj.weight", h)
+        up = self._linear(p + "mlp.up_proj.weight", h)
+        return self._linear(p + "mlp.down_proj.weight", gelu_tanh(gate) * up)
 
     def _softcap(self, logits: np.ndarray) -> np.ndarray:
         if self._cap is None:
@@ -248,7 +253,7 @@ class Gemma4Model(Qwen3Model):
         L, P = c.num_hidden_layers, c.hidden_size_per_layer_input
         token_scale, projection_scale, input_scale = self._ple_scales
         token_part = np.stack([self._ple_row(t) for t in tokens]).reshape(R, L, P) * token_scale
-        context = self._linear(self._ple_weight(PLE_PROJECTION), embedded) * projection_scale
+        context = self._ple_linear(PLE_PROJECTION, embedded) * projection_scale
         context = self._rmsnorm(context.reshape(R, L, P),
                                 self._norms["model.per_layer_projection_norm.weight"])
         return (context + token_part) * input_scale
@@ -259,6 +264,12 @@ class Gemma4Model(Qwen3Model):
     def _ple_weight(self, name: str) -> np.ndarray:
         """A PLE gate / projection weight: from the cache, or prepared afresh per token."""
         return self.weights.unpack(name) if self._ple_per_token() else self.weights.get(name)
+
+    def _ple_linear(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Rows times a PLE gate / projection weight on the backend; with the per-token switch
+        the backend prepares it again for this product (the A/B's slow arm)."""
+        return self.backend.linear(name, self._ple_weight, rows,
+                                   resident=not self._ple_per_token())
 
     def _ple_row(self, token: int) -> np.ndarray:
         """The PLE table's row of `token` (`[L * P]`), from its 32-row band: a band is prepared
@@ -274,11 +285,11 @@ class Gemma4Model(Qwen3Model):
     # -- attention -------------------------------------------------------------------------------
 
     def _attention(self, layer: int, h: np.ndarray, pos: int) -> np.ndarray:
-        c, w = self.config, self.weights
+        c = self.config
         a = f"model.layers.{layer}.self_attn."
         R, Hq, D = h.shape[0], c.num_attention_heads, c.head_dims[layer]
         rope = self._ropes[c.layer_types[layer], D]
-        q = self._linear(w.get(a + "q_proj.weight"), h).reshape(R, Hq, D)
+        q = self._linear(a + "q_proj.weight", h).reshape(R, Hq, D)
         q = rope.apply(self._rmsnorm(q, self._norms[a + "q_norm.weight"]), pos)
         source = c.kv_sources[layer]
         if source == layer:
@@ -294,17 +305,17 @@ class Gemma4Model(Qwen3Model):
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
             out[i] = np.matmul(scores, values.astype(np.float64))
-        return self._linear(w.get(a + "o_proj.weight"), out.reshape(R, Hq * D))
+        return self._linear(a + "o_proj.weight", out.reshape(R, Hq * D))
 
     def _write_kv(self, layer: int, h: np.ndarray, pos: int, rope: _RopeTable) -> None:
         """Project, normalise and rotate the keys and values of R rows into the layer's cache
         at positions pos .. pos+R-1 (all rows first; each row then reads only its own past)."""
-        c, w = self.config, self.weights
+        c = self.config
         a = f"model.layers.{layer}.self_attn."
         R, Hkv, D = h.shape[0], c.kv_heads[layer], c.head_dims[layer]
-        raw_k = self._linear(w.get(a + "k_proj.weight"), h).reshape(R, Hkv, D)
+        raw_k = self._linear(a + "k_proj.weight", h).reshape(R, Hkv, D)
         raw_v = (raw_k if c.values_are_keys(layer)
-                 else self._linear(w.get(a + "v_proj.weight"), h).reshape(R, Hkv, D))
+                 else self._linear(a + "v_proj.weight", h).reshape(R, Hkv, D))
         k = rope.apply(self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]), pos)
         v = raw_v / np.sqrt((raw_v * raw_v).mean(axis=-1, keepdims=True) + c.rms_norm_eps)
         slots = np.arange(pos, pos + R) % self.cache_capacity(layer)
