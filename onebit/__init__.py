@@ -4,7 +4,13 @@ The public face: the protocols a base model and a draft head implement, the loop
 the reference `greedy()`, and the errors. See `docs/contract.md` for the contract.
 """
 
-from onebit.errors import BaseContractError, ContractError, HeadContractError
+from onebit.errors import (
+    BaseContractError,
+    ContractError,
+    DecodeError,
+    HeadContractError,
+    PartError,
+)
 from onebit.fallback import Fallback
 from onebit.loop import RunResult, RunStats, check_request, greedy, run
 from onebit.plain_sampling import sample
@@ -26,10 +32,12 @@ __all__ = [
     "BaseContractError",
     "BaseModel",
     "ContractError",
+    "DecodeError",
     "DraftHead",
     "Drafts",
     "Fallback",
     "HeadContractError",
+    "PartError",
     "RunResult",
     "Rng",
     "RunStats",

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from onebit.errors import ContractError
-from onebit.loop import OnToken, RunResult, _check_row, check_request
+from onebit.loop import OnToken, RunResult, _check_row, _guarded, _settled, check_request
 from onebit.protocols import BaseModel
 from onebit.sampling import Rng, Sampling, make_rng, warp
 
@@ -29,22 +28,24 @@ def sample(
 
     All randomness goes through `rng` (`accept` / `choice`), by default `SeededRng(seed)`.
     Temperature 0 is greedy decoding. Like `greedy()`, every emitted token is run through the
-    base, so afterwards its committed sequence is prompt + emitted; a `ContractError` raised
-    mid-run carries `.emitted`."""
+    base, so afterwards its committed sequence is prompt + emitted. Whatever stops it mid-run
+    is settled as `greedy()` settles it (a `DecodeError` carrying `.emitted`)."""
     tokens = check_request(base, prompt, max_tokens=max_tokens)
     if not isinstance(sampling, Sampling):
         raise ValueError(f"sampling must be a onebit.Sampling, got {sampling!r}")
     source = make_rng(rng, seed)
+    base, on_token = _guarded(base, "base"), _guarded(on_token, "consumer")
     result = RunResult(seed=getattr(source, "seed", None))
     stats = result.stats
-    base.reset()
-    for pos, token in enumerate(tokens):
-        logits = base.step(token, pos)
-    stats.prefill_steps = len(tokens)
-    pos = len(tokens)
     try:
+        base.reset()
+        for pos, token in enumerate(tokens):
+            logits = base.step(token, pos)
+        stats.prefill_steps = len(tokens)
+        pos = len(tokens)
         while len(result.tokens) < max_tokens:
-            token = int(source.choice(warp(_check_row(logits, base.vocab_size, pos), sampling)))
+            p = warp(_check_row(logits, base.vocab_size, pos), sampling)
+            token = int(source.choice(p))
             logits = base.step(token, pos)
             stats.steps += 1
             stats.rounds += 1
@@ -54,7 +55,9 @@ def sample(
             if on_token is not None and on_token(token) is False:
                 result.stopped = True
                 break
-    except ContractError as error:
-        error.emitted = list(result.tokens)
-        raise
+    except BaseException as error:
+        settled = _settled(error, result.tokens, len(tokens) + len(result.tokens))
+        if settled is error:
+            raise
+        raise settled from error
     return result

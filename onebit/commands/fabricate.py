@@ -19,10 +19,12 @@ vocabulary) and written as z-lab and Qwen publish theirs: config.json + BF16 saf
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from math import prod
 from pathlib import Path
 
-from onebit.commands.common import emit, fail
+from onebit.commands.common import emit, fail, positive
 
 TARGETS = ("qwen3", "qwen3_5", "gemma4")
 DRAFTS = ("dflash", "mtp")
@@ -43,9 +45,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=TARGETS + DRAFTS)
     parser.add_argument("dir", type=Path)
-    for option in SIZE_OPTIONS:
-        parser.add_argument(f"--{option.replace('_', '-')}", dest=option, type=int, default=None,
-                            help="target size" if option == "hidden" else argparse.SUPPRESS)
+    for option, field in SIZE_OPTIONS.items():
+        flag = f"--{option.replace('_', '-')}"
+        parser.add_argument(flag, dest=option, type=positive(flag), default=None, metavar="N",
+                            help=f"the target's {field} (default: the tiny test model's)")
     parser.add_argument("--float", dest="quantized", action="store_false",
                         help="a HuggingFace float checkpoint instead of a Q4NX container")
     parser.add_argument("--convention", choices=("unsigned", "signed"), default="unsigned")
@@ -60,6 +63,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.seed < 0:
+        return fail("fabricate", f"--seed must be >= 0, got {args.seed}")
+    if args.block_size is not None and (args.kind != "dflash" or args.block_size < 2):
+        return fail("fabricate", f"--block-size {args.block_size}: a dflash draft's block holds "
+                    "B >= 2 tokens (B - 1 drafts per pass)" if args.kind == "dflash"
+                    else f"--block-size is for a dflash draft, not {args.kind}")
     try:
         message = draft(args) if args.kind in DRAFTS else target(args)
     except (ValueError, OSError) as error:  # the model and draft errors are ValueErrors
@@ -77,6 +86,7 @@ def target(args: argparse.Namespace) -> str:
     mtp = getattr(args, "mtp", None)
     if mtp is not None and (args.kind != "qwen3_5" or mtp < 1):
         raise ValueError(f"--mtp {mtp}: MTP layers (>= 1) come with a qwen3_5 model only")
+    check_fits(args.kind, overrides, args.quantized and mtp is None, args.dir)
     path = fabricate_model(args.dir, args.kind, quantized=args.quantized and mtp is None,
                            seed=args.seed, convention=args.convention, **overrides)
     if mtp is not None:  # the HF layout Qwen3.5's MTP weights ship in
@@ -108,3 +118,80 @@ def draft(args: argparse.Namespace) -> str:
     else:
         path = fabricate_mtp(args.dir, model, seed=args.seed)
     return f"wrote a random {args.kind} draft for {args.target} to {path}"
+
+
+def check_fits(kind: str, overrides: dict, quantized: bool, path: Path) -> None:
+    """Refuse a model that would not fit, before anything is allocated or written: a
+    directory that already holds files, or sizes that need more memory or disk than there
+    is (`ValueError` naming the sizes, the need and what is available)."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise ValueError(f"{path}: exists and is not an empty directory; fabricate writes a "
+                         "new model into a new or empty directory")
+    memory, disk = estimate_bytes(kind, overrides, quantized)
+    available = available_memory()
+    sizes = ", ".join(f"--{option.replace('_', '-')} {overrides[field]}"
+                      for option, field in SIZE_OPTIONS.items() if field in overrides)
+    what = f"a {kind}" + (f" with {sizes}" if sizes else "")
+    if available is not None and memory > available:
+        raise ValueError(f"{what} needs about {memory / 2**30:.1f} GiB of memory to fabricate; "
+                         f"{available / 2**30:.1f} GiB is available")
+    parent = next((p for p in (path.resolve(), *path.resolve().parents) if p.exists()), None)
+    free = shutil.disk_usage(parent).free if parent is not None and parent.is_dir() else None
+    if free is not None and disk > free:
+        raise ValueError(f"{what} takes about {disk / 2**30:.1f} GiB on disk; {parent} has "
+                         f"{free / 2**30:.1f} GiB free")
+
+
+def estimate_bytes(kind: str, overrides: dict, quantized: bool) -> tuple[int, int]:
+    """(peak memory, file size) of fabricating, in bytes: all weights as float32, the largest
+    tensor's float64 draws and quantising copies, and the serialised file held once in memory
+    while it is written. Counted on 12 and 24 layers (whole periods of any layer pattern) and
+    extended linearly, so an absurd layer count is never built."""
+    from onebit.models import q4nx
+
+    def count(layers: int) -> tuple[int, int, int]:
+        shapes = _shapes(kind, {**overrides, "num_hidden_layers": layers})
+        sizes = {name: prod(shape) for name, shape in shapes.items()}
+        disk = sum(size * q4nx.BLOCK_BYTES // (q4nx.BLOCK_ROWS * q4nx.BLOCK_COLS)
+                   if quantized and q4nx.can_quantize(shapes[name]) else
+                   (2 if quantized else 4) * size for name, size in sizes.items())
+        return sum(sizes.values()), disk, max(sizes.values())
+
+    layers = overrides.get("num_hidden_layers", _config(kind, {}).num_hidden_layers)
+    (p12, d12, largest), (p24, d24, _) = count(12), count(24)
+    params = p12 + (layers - 12) * (p24 - p12) // 12
+    disk = d12 + (layers - 12) * (d24 - d12) // 12
+    return 4 * params + 32 * largest + 2 * disk, disk
+
+
+def _config(kind: str, overrides: dict):
+    if kind == "gemma4":  # its own config (docs/gemma4.md)
+        from onebit.models.gemma4_fabricate import tiny_gemma4_config
+
+        return tiny_gemma4_config(**overrides)
+    from onebit.models import tiny_config
+
+    return tiny_config(kind, **overrides)
+
+
+def _shapes(kind: str, overrides: dict) -> dict[str, tuple[int, ...]]:
+    """Every tensor a fabricated `kind` with these sizes holds, by name."""
+    from onebit.models.weights import expected_shapes
+
+    config = _config(kind, overrides)
+    return config.expected_shapes() if kind == "gemma4" else expected_shapes(config)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (Linux: MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from onebit.heads.errors import DraftFileError
+from onebit.models.files import check_regular, read_small
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -31,13 +32,9 @@ def read_config(path: str | Path) -> tuple[dict[str, Any], str]:
     if not Path(path).is_dir():
         raise DraftFileError(f"{path}: not a directory (a draft is a directory with "
                              f"{CONFIG_FILE} and *.safetensors)")
-    try:
-        raw = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise DraftFileError(f"{file}: no such file (a draft directory needs it)") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise DraftFileError(f"{file}: cannot read: {error}") from None
-    except json.JSONDecodeError as error:
+    try:  # a regular UTF-8 file only: a FIFO in its place is refused, not waited on
+        raw = json.loads(read_small(file, DraftFileError))
+    except (json.JSONDecodeError, RecursionError) as error:
         raise DraftFileError(f"{file}: not valid JSON: {error}") from None
     if not isinstance(raw, dict):
         raise DraftFileError(f"{file}: expected a JSON object, got {type(raw).__name__}")
@@ -61,14 +58,20 @@ def read_tensors(path: str | Path,
         wanted = {weight_map[name] for name in weight_map if keep(name)}
         files = [f for f in files if f.name in wanted]
     tensors: dict[str, np.ndarray] = {}
+    seen: dict[str, Path] = {}
     for file in files:
-        tensors.update(_read_file(file, keep))
+        for name, value in _read_file(file, keep).items():
+            if name in seen:
+                raise DraftFileError(f"tensor '{name}' is in both {seen[name]} and {file}; "
+                                     "nothing says which one to load")
+            tensors[name], seen[name] = value, file
     return tensors
 
 
 def _read_file(file: Path, keep: Callable[[str], bool] | None = None) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError, safe_open
 
+    check_regular(file, DraftFileError)
     try:
         handle = safe_open(str(file), framework="numpy")
     except (SafetensorError, OSError, ValueError) as error:

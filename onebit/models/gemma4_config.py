@@ -21,7 +21,6 @@ RoPE type, an unknown key with a value) raises `UnsupportedModelError` naming th
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,16 +288,10 @@ class Gemma4Config:
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ModelConfigError(
-            f"{path}: no such file (a model directory needs config.json)") from None
-    except OSError as error:
-        raise ModelConfigError(f"{path}: cannot read: {error}") from None
-    except json.JSONDecodeError as error:
-        raise ModelConfigError(f"{path}: not valid JSON: {error}") from None
+    """config.json read as every model's is (a regular UTF-8 file; docs/errors.md)."""
+    from onebit.models.config import read_config_json
+
+    return read_config_json(path)
 
 
 def is_gemma4(raw: object) -> bool:

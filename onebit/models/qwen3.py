@@ -164,7 +164,8 @@ class Qwen3Model:
         if self._pending is None:
             raise ModelInputError(f"commit_verify({n}) with no verify batch pending")
         pending, self._pending = self._pending, None
-        if isinstance(n, bool) or not 0 <= int(n) <= len(pending.tokens):
+        if (isinstance(n, bool) or not isinstance(n, int | np.integer)
+                or not 0 <= n <= len(pending.tokens)):
             raise ModelInputError(f"commit_verify({n}) on a batch of {len(pending.tokens)} rows")
         self._commit(pending, int(n))
 
