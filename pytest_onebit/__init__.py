@@ -7,7 +7,8 @@ the assertions, the toy base, the oracle heads, the conformance checks and the s
 import pytest
 
 # Rewrite asserts in the helpers so their own failures read well too.
-pytest.register_assert_rewrite("pytest_onebit.assertions", "pytest_onebit.contract")
+pytest.register_assert_rewrite("pytest_onebit.assertions", "pytest_onebit.contract",
+                               "pytest_onebit.base_checks")
 
 from pytest_onebit.assertions import (  # noqa: E402
     assert_logits_match,
@@ -19,6 +20,9 @@ from pytest_onebit.assertions import (  # noqa: E402
     pass_law,
     relative_l1,
 )
+from pytest_onebit.base_checks import BASE_CHECKS, BaseSettings  # noqa: E402
+from pytest_onebit.base_runner import BaseModelContractError, BaseReport, check_base  # noqa: E402
+from pytest_onebit.base_suite import BaseContract  # noqa: E402
 from pytest_onebit.contract import (  # noqa: E402
     CHECKS,
     ContractReport,
@@ -44,6 +48,12 @@ from pytest_onebit.suite import LoopContract  # noqa: E402
 from pytest_onebit.toy import ToyBase  # noqa: E402
 
 __all__ = [
+    "BASE_CHECKS",
+    "BaseContract",
+    "BaseModelContractError",
+    "BaseReport",
+    "BaseSettings",
+    "check_base",
     "CHECKS",
     "ContractReport",
     "LoopContract",

@@ -13,6 +13,13 @@ import pytest
 
 from pytest_onebit import device as device_probe
 from pytest_onebit import heads
+from pytest_onebit.base_plugin import (  # noqa: F401 (fixtures)
+    add_base_options,
+    base_header,
+    configure_base,
+    onebit_base,
+    onebit_base_subjects,
+)
 from pytest_onebit.contract import CHECKS, RunFn, Scenario, Trace, execute, load_loop
 from pytest_onebit.toy import ToyBase
 
@@ -33,6 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=device_probe.BACKENDS,
         help="which backend device_base uses (default auto: the NPU if the probe passes)",
     )
+    add_base_options(group)
 
 
 def _loop_option(spec: str) -> RunFn:
@@ -74,10 +82,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "onebit_check(name): a conformance check of design/loop.md (I1..I12)"
     )
     config._onebit_loop = _loop_option(config.getoption("onebit_loop"))  # type: ignore[attr-defined]
+    configure_base(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"onebit: loop {config.getoption('onebit_loop')}, "
+    return [f"onebit: loop {config.getoption('onebit_loop')}, {base_header(config)}, "
             f"device {config.getoption('onebit_device')}"]
 
 

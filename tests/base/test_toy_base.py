@@ -1,0 +1,44 @@
+"""The base contract (B1..B6) on the toy base, in every shape the loop tests use."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_onebit import BaseContract, ToyBase, check_base
+
+
+class TestStrictToy(BaseContract):
+    """The default base under test (--onebit-base unset): the strict toy, 8 prefix rows."""
+
+
+def batch_rows_toy() -> ToyBase:
+    return ToyBase(strict=True, max_batch_rows=3, rows_shape="batch", seed=7)
+
+
+def one_row_toy() -> ToyBase:
+    return ToyBase(strict=True, max_batch_rows=1, vocab_size=5)
+
+
+class TestBatchShapedToy(BaseContract):
+    """A toy whose last_hidden_rows() is the whole batch (the other legal shape), 3 rows."""
+
+    @pytest.fixture
+    def base_factory(self):
+        return batch_rows_toy
+
+
+class TestOneRowToy(BaseContract):
+    """A degenerate toy: one row per verify, a vocabulary of 5."""
+
+    @pytest.fixture
+    def base_factory(self):
+        return one_row_toy
+
+
+def test_B5_refusals_fail_the_lax_toy():
+    """The lax toy (the loop tests' default) counts misuse instead of refusing it, so it fails
+    B5 and only B5: B5 sees a base that accepts what it must refuse, and strict=True is the
+    one difference between the toy the loop tests use and the one the base contract passes."""
+    report = check_base(ToyBase, raise_on_failure=False)
+    assert [f.check for f in report.failures] == ["B5-refusals"]
+    assert "was accepted; the base must refuse it" in report.failures[0].message
