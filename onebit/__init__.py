@@ -1,7 +1,7 @@
 """onebit: speculative decoding that emits exactly what plain greedy decoding emits.
 
 The public face: the protocols a base model and a draft head implement, the loop `run()`,
-the reference `greedy()`, and the errors. See `design/loop.md` for the contract.
+the reference `greedy()`, and the errors. See `docs/contract.md` for the contract.
 """
 
 from onebit.errors import BaseContractError, ContractError, HeadContractError

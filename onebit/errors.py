@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 class ContractError(RuntimeError):
-    """A base model or draft head broke the contract of `design/loop.md`.
+    """A base model or draft head broke the contract of `docs/contract.md`.
 
     `culprit` names the part ("base" or "head"), `pos` the position being decoded, and
     `emitted` the tokens the run had emitted (and committed) before it stopped.

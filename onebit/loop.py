@@ -1,6 +1,6 @@
 """The draft / verify / commit loop, and the plain greedy decode it is held against.
 
-`run()` is the speculative loop of `design/loop.md`; `greedy()` is the reference it must equal
+`run()` is the speculative loop of `docs/contract.md`; `greedy()` is the reference it must equal
 token for token. Both leave the base with prompt + emitted committed, so one more `step()`
 continues where decoding stopped.
 
@@ -311,7 +311,7 @@ class _Decode:
         return count
 
     def one_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
-        """t1 and the drafts go through the base as one batch (design/loop.md, one-pass)."""
+        """t1 and the drafts go through the base as one batch (docs/contract.md, one-pass)."""
         room = min(self.k, max_rows - 1, self.budget_left() - 1)
         drafts = self.propose(t1, pos, room, None) if room > 0 else []
         if not drafts:
@@ -327,7 +327,7 @@ class _Decode:
 
     def two_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
         """t1 is stepped first so the head can read the hidden after it; drafts that the step
-        already rejects never reach a batch (design/loop.md, two-pass)."""
+        already rejects never reach a batch (docs/contract.md, two-pass)."""
         logits = self.base.step(t1, pos)
         self.stats.steps += 1
         hidden = np.asarray(self.base.last_hidden())

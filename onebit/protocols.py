@@ -1,7 +1,7 @@
 """The two parts a speculative loop joins: the base model (the truth) and the draft head.
 
 These are structural protocols: any object with these members works, no inheritance needed.
-The contract each member must honour is written out in `design/loop.md`; the docstrings here
+The contract each member must honour is written out in `docs/contract.md`; the docstrings here
 are its short form.
 """
 

@@ -2,83 +2,55 @@
 
 Installing onebit registers the pytest plugin (`pytest_onebit.plugin`). What a test imports:
 the assertions, the toy base, the oracle heads, the conformance checks and the suite class.
+Every name is imported on first use, so loading the plugin costs nothing, and the contract
+(`check_loop`, `onebit prove`) runs without pytest installed.
 """
 
-import pytest
+from __future__ import annotations
 
-# Rewrite asserts in the helpers so their own failures read well too.
-pytest.register_assert_rewrite("pytest_onebit.assertions", "pytest_onebit.contract",
-                               "pytest_onebit.base_checks")
+import importlib
+import sys
 
-from pytest_onebit.assertions import (  # noqa: E402
-    assert_logits_match,
-    assert_pass_law,
-    assert_plain_decode_equivalent,
-    assert_rows_in_order,
-    assert_tokens_equal,
-    describe_divergence,
-    pass_law,
-    relative_l1,
-)
-from pytest_onebit.base_checks import BASE_CHECKS, BaseSettings  # noqa: E402
-from pytest_onebit.base_runner import BaseModelContractError, BaseReport, check_base  # noqa: E402
-from pytest_onebit.base_suite import BaseContract  # noqa: E402
-from pytest_onebit.contract import (  # noqa: E402
-    CHECKS,
-    ContractReport,
-    LoopContractError,
-    Scenario,
-    check_loop,
-    check_trace,
-    execute,
-    standard_scenarios,
-)
-from pytest_onebit.heads import (  # noqa: E402
-    Oracle,
-    OracleHead,
-    garbage_head,
-    half_head,
-    over_head,
-    pattern_head,
-    perfect_head,
-    short_head,
-    silent_head,
-)
-from pytest_onebit.suite import LoopContract  # noqa: E402
-from pytest_onebit.toy import ToyBase  # noqa: E402
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    **dict.fromkeys(
+        ("assert_logits_match", "assert_pass_law", "assert_plain_decode_equivalent",
+         "assert_rows_in_order", "assert_tokens_equal", "describe_divergence", "pass_law",
+         "relative_l1"), "pytest_onebit.assertions"),
+    **dict.fromkeys(("CHECKS", "Check", "run_check"), "pytest_onebit.checks"),
+    **dict.fromkeys(("ContractReport", "Finding", "LoopContractError", "check_loop",
+                     "check_trace"), "pytest_onebit.conformance"),
+    **dict.fromkeys(("Scenario", "standard_scenarios", "arm_scenarios"),
+                    "pytest_onebit.scenarios"),
+    **dict.fromkeys(("Trace", "execute"), "pytest_onebit.trace"),
+    **dict.fromkeys(("LoadError", "load_object", "load_loop"), "pytest_onebit.loader"),
+    **dict.fromkeys(("Oracle", "OracleHead", "garbage_head", "half_head", "over_head",
+                     "pattern_head", "perfect_head", "short_head", "silent_head"),
+                    "pytest_onebit.heads"),
+    **dict.fromkeys(("BASE_CHECKS", "BaseCheck", "BaseSettings"), "pytest_onebit.base_checks"),
+    **dict.fromkeys(("BaseModelContractError", "BaseReport", "check_base"),
+                    "pytest_onebit.base_runner"),
+    "BaseContract": "pytest_onebit.base_suite",
+    "LoopContract": "pytest_onebit.suite",
+    "ToyBase": "pytest_onebit.toy",
+}
 
-__all__ = [
-    "BASE_CHECKS",
-    "BaseContract",
-    "BaseModelContractError",
-    "BaseReport",
-    "BaseSettings",
-    "check_base",
-    "CHECKS",
-    "ContractReport",
-    "LoopContract",
-    "LoopContractError",
-    "Oracle",
-    "OracleHead",
-    "Scenario",
-    "ToyBase",
-    "assert_logits_match",
-    "assert_pass_law",
-    "assert_plain_decode_equivalent",
-    "assert_rows_in_order",
-    "assert_tokens_equal",
-    "check_loop",
-    "check_trace",
-    "describe_divergence",
-    "execute",
-    "garbage_head",
-    "half_head",
-    "pass_law",
-    "over_head",
-    "pattern_head",
-    "perfect_head",
-    "short_head",
-    "silent_head",
-    "relative_l1",
-    "standard_scenarios",
-]
+__all__ = sorted(_EXPORTS)
+
+if "pytest" in sys.modules:  # under pytest: rewrite asserts in the helpers so they read well
+    sys.modules["pytest"].register_assert_rewrite(
+        "pytest_onebit.assertions", "pytest_onebit.checks", "pytest_onebit.trace",
+        "pytest_onebit.base_checks")
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_onebit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

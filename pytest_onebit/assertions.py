@@ -107,7 +107,7 @@ def assert_plain_decode_equivalent(result, reference, *, base=None, prompt=None)
 
 @dataclass(frozen=True)
 class PassLaw:
-    """The decode passes a head must take, as design/loop.md's I7 / I8 state them."""
+    """The decode passes a head must take, as docs/contract.md's I7 / I8 state them."""
 
     passes: int
     steps: int

@@ -31,12 +31,12 @@ def add_base_options(group: pytest.OptionGroup) -> None:
 
 def load_factory(spec: str):
     """The callable `MODULE:FACTORY` names; pytest.UsageError saying what is wrong otherwise."""
-    from pytest_onebit.contract import load_loop  # the project's one MODULE:FUNC loader
+    from pytest_onebit.loader import LoadError, load_object
 
     try:
-        return load_loop(spec)
-    except ValueError as error:
-        raise pytest.UsageError(f"--onebit-base {error}") from error
+        return load_object(spec, what="MODULE:FACTORY")
+    except LoadError as error:
+        raise pytest.UsageError(f"--onebit-base {error}") from None
 
 
 def configure_base(config: pytest.Config) -> None:

@@ -1,6 +1,6 @@
 """Which accelerator a device test can use, and if none, the first reason why not.
 
-The probe runs cheapest check first and stops at the first failure (design/device.md), so a
+The probe runs cheapest check first and stops at the first failure (docs/device.md), so a
 skipped device test says exactly what is missing on this machine. pyxrt is imported here and
 only here, and only after the cheaper checks pass.
 """
@@ -40,7 +40,7 @@ def probe_npu(
     kernel_dir: str | None = None,
     import_module=importlib.import_module,
 ) -> ProbeResult:
-    """The NPU probe of design/device.md, steps 1..6."""
+    """The NPU probe of docs/device.md, steps 1..6."""
     nodes = sorted(glob.glob(dev_glob))
     if not nodes:
         return _fail(1, f"no NPU device node: {dev_glob} matches nothing")

@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from onebit.report import Document, Rendered, Table, cols
+
 STATS_FILE = Path("mutants") / "mutmut-cicd-stats.json"
 _LINE = re.compile(r"^\s+(\S+): (\S[^\n]*)$")
 _PRAGMA = re.compile(r"#\s*pragma:\s*no mutate\b\s*[-:]?\s*(.*)$")
@@ -38,7 +40,7 @@ class Exemption:
 
 
 @dataclass
-class MutmutReport:
+class MutmutReport(Rendered):
     statuses: dict[str, str]  # mutant key -> killed / survived / timeout / ...
     totals: dict[str, int]
     exemptions: list[Exemption] = field(default_factory=list)
@@ -83,33 +85,21 @@ class MutmutReport:
                 f"exempt as equivalent; {len(self.survivors)} survivors, {gate} the limit of "
                 f"{self.max_survivors}")
 
-    def to_text(self) -> str:
-        rows = [("function", "mutants by verdict", "verdict"), *self.rows()]
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                 for r in rows]
-        lines.insert(1, "  ".join("-" * w for w in widths))
+    def document(self) -> Document:
+        blocks: list = [Table(cols("function", "mutants by verdict", "verdict",
+                                   code=("function",)), self.rows())]
         if self.survivors:
-            lines += ["", "survivors:", *(f"  {k}" for k in self.survivors)]
+            blocks.append("survivors:\n" + "\n".join(f"  {k}" for k in self.survivors))
         if self.exemptions:
-            lines += ["", "exempt (equivalent):",
-                      *(f"  {e.where}: {e.reason}" for e in self.exemptions)]
-        return "\n".join([*lines, "", self.closing_line()])
-
-    def to_markdown(self) -> str:
-        lines = ["| function | mutants by verdict | verdict |", "|---|---|---|"]
-        lines += [f"| `{f}` | {c} | {v} |" for f, c, v in self.rows()]
-        if self.exemptions:
-            lines += ["", "| exempt line | why it is equivalent |", "|---|---|"]
-            lines += [f"| `{e.where}` | {e.reason} |" for e in self.exemptions]
-        return "\n".join([*lines, "", self.closing_line()])
-
-    def to_json(self) -> str:
-        return json.dumps({
+            blocks.append(Table(cols("exempt line", "why it is equivalent",
+                                     code=("exempt line",)),
+                                [(e.where, e.reason) for e in self.exemptions]))
+        data = {
             "ok": self.ok, "max_survivors": self.max_survivors, "totals": self.totals,
             "survivors": self.survivors, "statuses": self.statuses,
             "exemptions": [asdict(e) for e in self.exemptions],
-        }, indent=2)
+        }
+        return Document("mutmut", blocks, self.closing_line(), data)
 
 
 def function_of(key: str) -> str:

@@ -13,16 +13,19 @@
 Each check of `pytest_onebit.contract.CHECKS` becomes one test method named after it
 (`test_I7_pass_law`), parametrised over the scenarios it applies to, so a test id reads
 `TestMyLoop::test_I7_pass_law[one-pass-perfect-k7-r8-prefix-n40]`. Override `scenarios` to
-change the grid, or set a check's method to None to leave it out.
+change the grid, set a check's method to None to leave it out, or declare known failures
+with reasons in `expected_failed_checks = {"I7-pass-law": "our k is capped at 4"}`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_onebit.contract import CHECKS, Check, RunFn, Scenario, standard_scenarios
+from pytest_onebit.checks import CHECKS, Check, run_check
+from pytest_onebit.scenarios import Scenario, standard_scenarios
+from pytest_onebit.trace import RunFn
 
 
 def check_test_name(check_name: str) -> str:
@@ -42,7 +45,7 @@ def check_from_test_name(test_name: str) -> str | None:
 def _make_test(check: Check):
     def test(self, loop: RunFn, onebit_scenario: Scenario, onebit_traces) -> None:
         __tracebackhide__ = True
-        check.verify(onebit_traces.trace(loop, onebit_scenario))
+        run_check(check, onebit_traces.trace(loop, onebit_scenario))
 
     test.__name__ = test.__qualname__ = check_test_name(check.name)
     test.__doc__ = check.doc
@@ -51,9 +54,12 @@ def _make_test(check: Check):
 
 
 class LoopContract:
-    """Invariants I1..I12 of design/loop.md, one test method per named check."""
+    """Invariants I1..I12 of docs/contract.md, one test method per named check."""
 
     scenarios: Sequence[Scenario] = tuple(standard_scenarios())
+    #: check name -> why it is expected to fail; such a check is a strict xfail with that
+    #: reason (a pass is reported as XPASS and fails the run: the declaration is stale).
+    expected_failed_checks: Mapping[str, str] = {}
 
     @pytest.fixture
     def loop(self, spec_run: RunFn) -> RunFn:

@@ -11,8 +11,8 @@ fit) prints one line on stderr and exits 2, without a traceback.
 from __future__ import annotations
 
 import argparse
-import sys
 
+from onebit.commands.common import add_format, emit, fail
 from onebit.tools.inputs import HEADS
 
 
@@ -32,7 +32,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--all-positions", action="store_true",
                         help="draft from every position, not only where a speculative loop "
                         "would start a pass")
-    parser.add_argument("--format", choices=("md", "json"), default="md")
+    add_format(parser, default="md")
     return parser
 
 
@@ -50,23 +50,6 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="greedy tokens after each prompt (default 64)")
     parser.add_argument("--ngram-n", type=int, default=3,
                         help="the n-gram head's longest match (default 3)")
-
-
-def fail(command: str, error: BaseException) -> int:
-    """Print `error` as one line on stderr; the exit status of bad input."""
-    message = " ".join(str(error).split()) or type(error).__name__
-    print(f"onebit {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
-def emit(text: str) -> None:
-    """Print the report; a reader that stops early (`| head`) is no error."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def main(args: argparse.Namespace) -> int:
@@ -99,5 +82,5 @@ def main(args: argparse.Namespace) -> int:
             progress.close()
     except (ValueError, OSError) as error:
         return fail("acceptance", error)
-    emit(report.to_json() if args.format == "json" else report.to_markdown())
+    emit(report.render(args.format))
     return 0

@@ -19,6 +19,8 @@ import argparse
 from math import prod
 from pathlib import Path
 
+from onebit.commands.common import emit, fail
+
 TARGETS = ("qwen3", "qwen3_5")
 DRAFTS = ("dflash", "mtp")
 SIZE_OPTIONS = {  # option -> ModelConfig field
@@ -56,9 +58,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         message = draft(args) if args.kind in DRAFTS else target(args)
     except (ValueError, OSError) as error:  # the model and draft errors are ValueErrors
-        print(f"onebit fabricate: {error}")
-        return 2
-    print(message)
+        return fail("fabricate", error)
+    emit(message)
     return 0
 
 

@@ -1,72 +1,86 @@
-"""`onebit mutants`: run the hand-written mutant catalogue against the conformance suite."""
+"""`onebit mutants`: run the hand-written mutant catalogues against the suites that must kill
+them."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 from pathlib import Path
 
-
-def project_root() -> Path | None:
-    """The project checkout the installed package lives in (an editable install), or None."""
-    import onebit
-
-    root = Path(onebit.__file__).resolve().parent.parent
-    if (root / "pyproject.toml").is_file() and (root / "tests").is_dir():
-        return root
-    return None
+from onebit.commands.common import add_format, emit, fail, positive, project_root
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "mutants",
         help="apply each hand-written mutant to a scratch copy and show which checks catch it",
-        description="Applies every mutants/NN-name.diff to a scratch copy of the project "
-        "(never the working tree), runs the conformance suite there, and prints "
-        "mutant | breaks | failing checks | failed | verdict. Exits 1 if the unmutated suite "
-        "fails, or a mutant survives, is caught only by checks its header does not name, or "
-        "no longer applies.",
+        description="Applies every NN-name.diff of each catalogue (a folder under mutants/ "
+        "with a catalogue.toml) to a scratch copy of the project (never the working tree), "
+        "runs the catalogue's suite there, and prints mutant | breaks | failing checks | "
+        "failed | verdict. Exits 1 if an unmutated suite fails, or a mutant survives, is "
+        "caught only by checks its header does not name, or no longer applies; 2 for bad "
+        "input.",
     )
-    parser.add_argument("--format", choices=("text", "md", "json"), default="text",
-                        help="plain table (default), Markdown for a pull request, or JSON")
-    parser.add_argument("--jobs", type=int, default=2, metavar="N",
+    add_format(parser)
+    parser.add_argument("--jobs", type=positive("--jobs"), default=2, metavar="N",
                         help="mutants run at a time, each in its own pytest process (default 2)")
-    parser.add_argument("--catalogue", type=Path, default=None, metavar="DIR",
-                        help="the folder of *.diff mutants (default: ROOT/mutants)")
+    parser.add_argument("--catalogue", type=Path, action="append", default=None, metavar="DIR",
+                        help="a catalogue folder (repeatable; default: every catalogue under "
+                        "ROOT/mutants)")
     parser.add_argument("--root", type=Path, default=None, metavar="DIR",
                         help="the project checkout to copy (default: the one onebit is "
                         "installed from)")
     parser.add_argument("--only", action="append", default=None, metavar="NAME",
                         help="run only this mutant (full name, number such as 03, or part of "
                         "a name); repeatable")
-    parser.add_argument("--tests", action="append", default=None, metavar="PATH",
-                        help="test paths to run in each copy (default tests/toy_base); "
-                        "repeatable")
+    parser.add_argument("--tests", action="append", default=None, metavar="ARG",
+                        help="pytest arguments for each copy, instead of the catalogue's "
+                        "`tests`; repeatable")
     return parser
 
 
+def catalogue_folders(root: Path, chosen: list[Path] | None) -> list[Path]:
+    from pytest_onebit.mutants import find_catalogues
+
+    if chosen:
+        return [folder for c in chosen for folder in find_catalogues(c)]
+    return find_catalogues(root / "mutants")
+
+
+def run_all(root: Path, folders: list[Path], *, jobs: int, only=None, tests=None,
+            on_report=None) -> list:
+    """Every catalogue in `folders`, in order; `on_report` sees each report as it is done."""
+    from pytest_onebit.mutants import load_catalogue, run_catalogue
+
+    reports = []
+    for folder in folders:
+        catalogue = load_catalogue(folder, root)
+        report = run_catalogue(root, catalogue=catalogue, jobs=jobs, only=only,
+                               test_paths=tests)
+        reports.append(report)
+        if on_report is not None:
+            on_report(report)
+    return reports
+
+
 def main(args: argparse.Namespace) -> int:
-    from pytest_onebit.mutants import CatalogueError, ShadowError, run_catalogue
+    from pytest_onebit.mutants import CatalogueError, ShadowError
 
     root = args.root if args.root is not None else project_root()
     if root is None:
-        print("onebit mutants: cannot find the project checkout from the installed package; "
-              "pass --root DIR", file=sys.stderr)
-        return 2
-    if args.jobs < 1:
-        print(f"onebit mutants: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
-        return 2
+        return fail("mutants", "cannot find the project checkout from the installed package; "
+                    "pass --root DIR")
+    if not Path(root).is_dir():
+        return fail("mutants", f"--root {root} is not a folder")
+    as_json = args.format == "json"
     try:
-        report = run_catalogue(
-            root,
-            args.catalogue if args.catalogue is not None else Path(root) / "mutants",
-            jobs=args.jobs,
-            test_paths=tuple(args.tests or ("tests/toy_base",)),
-            only=args.only,
-        )
-    except (CatalogueError, ShadowError, FileNotFoundError, ValueError) as error:
-        print(f"onebit mutants: {error}", file=sys.stderr)
-        return 2
-    render = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}
-    print(render[args.format]())
-    return 0 if report.ok else 1
+        reports = run_all(Path(root), catalogue_folders(Path(root), args.catalogue),
+                          jobs=args.jobs, only=args.only, tests=args.tests,
+                          on_report=None if as_json else lambda r: emit(r.render(args.format)
+                                                                         + "\n"))
+    except (CatalogueError, ShadowError, OSError, ValueError) as error:
+        return fail("mutants", error)
+    if as_json:
+        emit(json.dumps({"ok": all(r.ok for r in reports),
+                         "catalogues": [json.loads(r.to_json()) for r in reports]}, indent=2))
+    return 0 if all(r.ok for r in reports) else 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from onebit.commands.common import add_format, emit, fail
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser(
@@ -12,24 +14,27 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="report the last `mutmut run` per function and fail above --max-survivors",
         description="Reads mutmut's exported stats and results (run `mutmut run` first) and "
         "prints them per function, with the lines exempt as equivalent and their reasons. "
-        "Exits 1 when more mutants survive than --max-survivors.",
+        "Exits 1 when more mutants survive than --max-survivors, 2 when there is nothing to "
+        "read.",
     )
     parser.add_argument("--max-survivors", type=int, default=0, metavar="N",
                         help="survivors allowed before the gate fails (default 0)")
     parser.add_argument("--root", type=Path, default=Path.cwd(),
                         help="the project folder mutmut ran in (default: here)")
-    parser.add_argument("--format", choices=("text", "md", "json"), default="text")
+    add_format(parser)
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
     from pytest_onebit.mutmut_report import MutmutReportError, read_report
 
+    if args.max_survivors < 0:
+        return fail("mutmut", f"--max-survivors must be >= 0, got {args.max_survivors}")
+    if not args.root.is_dir():
+        return fail("mutmut", f"--root {args.root} is not a folder")
     try:
         report = read_report(args.root, max_survivors=args.max_survivors)
     except MutmutReportError as error:
-        print(f"onebit mutmut: {error}")
-        return 2
-    render = {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}
-    print(render[args.format]())
+        return fail("mutmut", error)
+    emit(report.render(args.format))
     return 0 if report.ok else 1

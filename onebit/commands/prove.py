@@ -1,74 +1,106 @@
 """`onebit prove`: the loop held to the whole contract on the toy base, then the mutant
-catalogue run against the suite (each invariant check shown to fail on a broken loop)."""
+catalogues run against their suites (each check shown to fail on the bug it exists for).
+
+It needs neither pytest nor Hypothesis for the contract: `pip install onebit` and
+`onebit prove --quick` hold a loop to every check. The catalogues run pytest in scratch
+copies of a source checkout, so they need the `dev` extra.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+
+from onebit.commands.common import add_format, emit, fail, positive, project_root
+
+DEFAULT_LOOP = "onebit.loop:run"
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "prove",
-        help="hold the loop to invariants I1..I12 on the toy base, then run the mutant catalogue",
-        description="Runs every conformance check of design/loop.md on every standard "
+        help="hold the loop to invariants I1..I12 on the toy base, then run the mutant "
+        "catalogues",
+        description="Runs every conformance check of docs/contract.md on every standard "
         "scenario and prints checks passed / failed per invariant and the cost of each arm in "
-        "base passes per token; then, from a source checkout, runs the mutant catalogue and "
-        "prints its table. Exits 1 if a check fails or a mutant survives.",
+        "base passes per token; then, from a source checkout, runs the mutant catalogues and "
+        "prints their tables. Exits 1 if a check fails or a mutant survives, 2 for bad input.",
     )
-    parser.add_argument("--loop", default="onebit.loop:run", metavar="MODULE:FUNC",
-                        help="the run() implementation to prove (default onebit.loop:run)")
-    parser.add_argument("--format", choices=("text", "md", "json"), default="text")
+    parser.add_argument("--loop", default=DEFAULT_LOOP, metavar="MODULE:FUNC",
+                        help=f"the run() implementation to prove (default {DEFAULT_LOOP}); "
+                        "imported with the current directory first on the path, as python -m")
+    add_format(parser)
     parser.add_argument("--quick", action="store_true",
-                        help="the contract only: skip the mutant catalogue")
-    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+                        help="the contract only: skip the mutant catalogues")
+    parser.add_argument("--jobs", type=positive("--jobs"), default=2,
+                        help="mutants run at once (default 2)")
+    parser.add_argument("--expect-fail", action="append", default=[], metavar="CHECK=REASON",
+                        help="a check known to fail, with the reason (repeatable): reported "
+                        "as xfail; if it passes, the proof fails")
     return parser
 
 
-def load(spec: str):
-    from pytest_onebit.contract import load_loop
+def parse_expected(pairs: list[str]) -> dict[str, str]:
+    expected = {}
+    for pair in pairs:
+        name, sep, reason = pair.partition("=")
+        if not sep or not name.strip() or not reason.strip():
+            raise ValueError(f"--expect-fail wants CHECK=REASON, got {pair!r}")
+        expected[name.strip()] = reason.strip()
+    return expected
 
-    try:
-        return load_loop(spec)
-    except ValueError as error:
-        raise SystemExit(f"onebit prove: --loop {error}") from None
 
-
-def render(report, fmt: str) -> str:
-    return {"text": report.to_text, "md": report.to_markdown, "json": report.to_json}[fmt]()
+def catalogue_skipped(args: argparse.Namespace, report) -> str | None:
+    """Why the catalogues do not run, or None when they do."""
+    if args.quick:
+        return "--quick"
+    if not report.ok:
+        return "the contract failed"
+    if args.loop != DEFAULT_LOOP:
+        return "the catalogues mutate onebit's own code, not --loop"
+    if project_root() is None:
+        return "no source checkout here: the catalogues need one"
+    return None
 
 
 def main(args: argparse.Namespace) -> int:
-    from onebit.commands.mutants import project_root
+    from pytest_onebit.loader import LoadError, load_loop
     from pytest_onebit.prove import prove
 
-    as_json = args.format == "json"  # one JSON document, not two
-    report = prove(load(args.loop), name=args.loop)
+    try:
+        loop = load_loop(args.loop)
+        report = prove(loop, name=args.loop,
+                       expected_failed_checks=parse_expected(args.expect_fail))
+    except LoadError as error:
+        return fail("prove", f"--loop {error}")
+    except ValueError as error:
+        return fail("prove", error)
+    as_json = args.format == "json"  # one JSON document, not several
     if not as_json:
-        print(render(report, args.format), flush=True)
-    catalogue, skipped = None, None
-    if args.quick or not report.ok:
-        skipped = "--quick" if args.quick else "the contract failed"
-    elif args.loop != "onebit.loop:run":
-        skipped = "the catalogue mutates onebit's own loop, not --loop"
-    elif (root := project_root()) is None:
-        skipped = "no source checkout here: the catalogue needs one"
-    else:
-        from pytest_onebit.mutants import run_catalogue
+        emit(report.render(args.format))
+    catalogues = []
+    skipped = catalogue_skipped(args, report)
+    if skipped is None:
+        from onebit.commands.mutants import catalogue_folders, run_all
+        from pytest_onebit.mutants import CatalogueError, ShadowError
 
+        root = project_root()
+        assert root is not None
         if not as_json:
-            print(f"\nmutant catalogue ({root / 'mutants'}), {args.jobs} at a time:", flush=True)
-        catalogue = run_catalogue(root, jobs=args.jobs)
-        if not as_json:
-            print(render(catalogue, args.format))
+            emit(f"\nmutant catalogues ({root / 'mutants'}), {args.jobs} at a time:")
+        try:
+            catalogues = run_all(Path(root), catalogue_folders(Path(root), None), jobs=args.jobs,
+                                 on_report=None if as_json else
+                                 lambda r: emit("\n" + r.render(args.format)))
+        except (CatalogueError, ShadowError, OSError, ValueError) as error:
+            return fail("prove", error)
     if as_json:
-        print(json.dumps({
+        emit(json.dumps({
             "contract": json.loads(report.to_json()),
-            "catalogue": json.loads(catalogue.to_json()) if catalogue else None,
-            "catalogue_skipped": skipped,
+            "catalogues": [json.loads(c.to_json()) for c in catalogues],
+            "catalogues_skipped": skipped,
         }, indent=2))
     elif skipped and not args.quick:
-        print(f"\n(mutant catalogue skipped: {skipped})")
-    return 0 if report.ok and (catalogue is None or catalogue.ok) else 1
-
-
+        emit(f"\n(mutant catalogues skipped: {skipped})")
+    return 0 if report.ok and all(c.ok for c in catalogues) else 1

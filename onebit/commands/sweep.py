@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from onebit.commands.acceptance import add_common_options, emit, fail
+from onebit.commands.acceptance import add_common_options
+from onebit.commands.common import add_format, emit, fail
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -37,7 +38,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--fallback", type=int, default=None, metavar="WINDOW",
                         help="run with onebit.Fallback(window=WINDOW): after WINDOW losing "
                         "rounds in a row, a run switches to plain steps")
-    parser.add_argument("--format", choices=("md", "json"), default="md")
+    add_format(parser, default="md")
     return parser
 
 
@@ -68,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
             progress.close()
     except (ValueError, OSError) as error:
         return fail("sweep", error)
-    emit(report.to_json() if args.format == "json" else report.to_markdown())
+    emit(report.render(args.format))
     if args.plot:
         why = plot(report, args.plot)
         if why:

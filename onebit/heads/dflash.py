@@ -2,7 +2,7 @@
 
 The draft is a small Qwen3-style stack with no embedding or lm_head of its own: it embeds with
 the target's embedding and scores with the target's lm_head. For a block after token s at
-position p (design/drafts.md), with L committed positions 0 .. p - 1:
+position p (docs/heads.md), with L committed positions 0 .. p - 1:
 
     ctx   = hidden_norm(fc(concat_l taps_l))         [L, H]   the target's layer outputs at
                                                               target_layer_ids, per position

@@ -12,7 +12,7 @@ guess, it drafts further. No embedding or lm_head of its own.
 
 (The concatenation puts the embedding first, as EAGLE, DeepSeek-V3 and Qwen3-Next do.)
 
-The round is two-pass (design/loop.md): t1 at `pos` has been stepped and committed, and the
+The round is two-pass (docs/contract.md): t1 at `pos` has been stepped and committed, and the
 head gets `hidden` = the target's row after it. That row already decides the next token b (the
 target's lm_head of it, the same product the base's step ended with), so the first draft is b
 and is always accepted; the layer drafts the ones after: (b, hidden) -> d1 at pos + 2, then

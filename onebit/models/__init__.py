@@ -1,7 +1,7 @@
 """Real base models: the NumPy reference forward of Qwen3 / Qwen3.5 and its file formats.
 
 `load_model(path)` reads a model directory (a Q4NX container or a HuggingFace checkpoint) and
-returns a `BaseModel`. See design/forward.md for the facts the forward is built on.
+returns a `BaseModel`. See docs/forward.md for the facts the forward is built on.
 """
 
 from __future__ import annotations

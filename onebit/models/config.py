@@ -1,6 +1,6 @@
 """The model config: the fields of a HuggingFace `config.json` that the forward needs.
 
-Two families are supported (design/forward.md):
+Two families are supported (docs/forward.md):
 - "qwen3": dense Qwen3, every layer full attention, plain RMSNorm (`x_hat * w`);
 - "qwen3_5": the Qwen3.5 hybrid, `layer_types` mixing "linear_attention" (gated delta net) and
   "full_attention" (gated, partial RoPE) layers, zero-centred RMSNorm (`x_hat * (1 + w)`).

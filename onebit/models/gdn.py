@@ -1,6 +1,6 @@
 """The gated delta net (GDN) token mixer of the Qwen3.5 hybrid ("linear_attention" layers).
 
-Per token (design/forward.md, and transformers' Qwen3_5GatedDeltaNet in its decode form):
+Per token (docs/forward.md, and transformers' Qwen3_5GatedDeltaNet in its decode form):
 
     qkv = in_proj_qkv(h)                 C = 2*Hk*dk + Hv*dv channels
     z, b, a = in_proj_z(h), in_proj_b(h), in_proj_a(h)

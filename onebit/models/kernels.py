@@ -1,6 +1,6 @@
 """The one product the forward spends its time in: `Y[r] = W @ X[r]` for a few rows.
 
-Batch invariance (design/forward.md) needs each row's result to be independent of how many
+Batch invariance (docs/forward.md) needs each row's result to be independent of how many
 rows share the call: a verify batch of 8 rows must give, row for row, the bits a 1-row step
 gives. numpy's `X @ W.T` does not (BLAS picks a different blocking for 1 and 8 rows), so the
 kernels here compute each (row, output) dot product by one fixed formula whatever the batch:

@@ -1,4 +1,4 @@
-"""Q4NX: the 4-bit block format of onebit's quantised weights (design/forward.md).
+"""Q4NX: the 4-bit block format of onebit's quantised weights (docs/forward.md).
 
 A weight `W[out, in]` is cut into blocks of 32 output rows x 256 input columns. One block is
 5120 bytes:

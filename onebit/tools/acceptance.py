@@ -1,4 +1,4 @@
-"""Score a draft head against its target on prompts of token ids (design/drafts.md).
+"""Score a draft head against its target on prompts of token ids (docs/tools.md).
 
 For each prompt:
 1. the target steps the prompt, then `tokens` greedy tokens, recording each position's hidden
@@ -17,13 +17,13 @@ last `tokens` position is never drafted from), as a budgeted loop cuts them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from onebit.protocols import BaseModel, DraftHead
+from onebit.report import Document, Rendered, Table, cols
 
 
 @dataclass
@@ -77,7 +77,7 @@ class PromptScore:
 
 
 @dataclass
-class AcceptanceReport:
+class AcceptanceReport(Rendered):
     head: str
     model: str
     k: int
@@ -110,46 +110,35 @@ class AcceptanceReport:
             "mean_accepted_per_pass": self.mean_accepted_per_pass(),
         }
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_markdown(self) -> str:
+    def document(self) -> Document:
         t = self.total
-        lines = [
-            f"## Acceptance: {self.head} head on {self.model}",
-            "",
-            f"k = {self.k}, {self.tokens} greedy tokens per prompt, {self.walk} walk, "
-            f"{len(self.prompts)} prompt(s)",
-            "",
-            "| prompt | prompt tokens | passes | accepted | accepted per pass | "
-            "tokens per pass | first-draft hits |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for p in self.prompts:
-            lines.append(_row(str(p.index), str(p.prompt_tokens), p.tally))
-        lines.append(_row("**all**", str(sum(p.prompt_tokens for p in self.prompts)), t))
+        columns = cols("prompt", "prompt tokens", "passes", "accepted", "accepted per pass",
+                       "tokens per pass", "first-draft hits",
+                       numeric=("prompt", "prompt tokens", "passes", "accepted",
+                                "accepted per pass", "tokens per pass", "first-draft hits"))
+        rows = [_row(str(p.index), p.prompt_tokens, p.tally) for p in self.prompts]
+        rows.append(_row("all", sum(p.prompt_tokens for p in self.prompts), t))
         apps = [p.tally.accepted_per_pass for p in self.prompts]
-        lines += [
-            "",
+        summary = (
             f"Accepted per pass: {t.accepted_per_pass:.2f} over all passes; mean of the "
             f"prompts {self.mean_accepted_per_pass():.2f} (min {min(apps):.2f}, "
             f"max {max(apps):.2f}). Tokens per pass: {t.tokens_per_pass:.2f}. "
             f"First-draft hit rate: {100 * t.first_hit_rate:.1f}% "
-            f"({t.first_hits} of {t.first_tried} passes that drafted).",
-            "",
-            "| accepted in a pass | passes | share |",
-            "|---:|---:|---:|",
-        ]
-        for a, count in enumerate(t.histogram):
-            share = 100 * count / t.passes if t.passes else 0.0
-            lines.append(f"| {a} | {count} | {share:.1f}% |")
-        return "\n".join(lines)
+            f"({t.first_hits} of {t.first_tried} passes that drafted).")
+        histogram = Table(cols("accepted in a pass", "passes", "share",
+                               numeric=("accepted in a pass", "passes", "share")),
+                          [(str(a), str(n), f"{100 * n / t.passes if t.passes else 0.0:.1f}%")
+                           for a, n in enumerate(t.histogram)])
+        setup = (f"k = {self.k}, {self.tokens} greedy tokens per prompt, {self.walk} walk, "
+                 f"{len(self.prompts)} prompt(s)")
+        return Document(f"Acceptance: {self.head} head on {self.model}",
+                        [setup, Table(columns, rows), summary, histogram], data=self.to_dict())
 
 
-def _row(name: str, prompt_tokens: str, t: Tally) -> str:
+def _row(name: str, prompt_tokens: int, t: Tally) -> tuple[str, ...]:
     hits = f"{100 * t.first_hit_rate:.1f}%" if t.first_tried else "-"
-    return (f"| {name} | {prompt_tokens} | {t.passes} | {t.accepted} | "
-            f"{t.accepted_per_pass:.2f} | {t.tokens_per_pass:.2f} | {hits} |")
+    return (name, str(prompt_tokens), str(t.passes), str(t.accepted),
+            f"{t.accepted_per_pass:.2f}", f"{t.tokens_per_pass:.2f}", hits)
 
 
 # ---------------------------------------------------------------------------------------------

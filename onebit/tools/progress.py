@@ -1,8 +1,9 @@
 """A progress bar on stderr for long runs, silent for short ones.
 
-Nothing is shown until a run has taken `after` seconds, so tests and quick runs print nothing;
-then a terminal gets one line redrawn in place (at most every `every` seconds), and anything
-else (a log file) a plain line every `every_plain` seconds. No dependency.
+Nothing is shown until a run has taken `after` seconds on a terminal (`every_plain` seconds
+elsewhere), so tests and quick runs print nothing even on a loaded machine; then a terminal
+gets one line redrawn in place (at most every `every` seconds), and anything else (a log
+file) a plain line every `every_plain` seconds. No dependency.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class Progress:
         self.after, self.clock = after, clock
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = every if self.tty else every_plain
+        if not self.tty:  # a log needs no line for a run shorter than its spacing
+            self.after = max(after, every_plain)
         self.done = 0
         self.note = ""
         self.start = clock()

@@ -22,7 +22,6 @@ there: the sweep shows it rather than assuming it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,31 +29,27 @@ from statistics import median
 
 import onebit
 from onebit.fallback import Fallback
+from onebit.loop import RunStats
 from onebit.protocols import BaseModel, DraftHead
+from onebit.report import Document, Rendered, Table, cols
+
+#: The RunStats counters a sweep row sums over its prompts.
+COUNTED = ("accepted", "proposed", "batches", "steps", "emitted")
+
+
+def add_stats(total: RunStats, stats: RunStats) -> RunStats:
+    """Add `stats`' counters into `total` (the derived rates follow from them)."""
+    for name in COUNTED:
+        setattr(total, name, getattr(total, name) + getattr(stats, name))
+    return total
 
 
 @dataclass
 class SweepRow:
     k: int | None  # None: plain decode
-    accepted: int
-    proposed: int
-    batches: int
-    steps: int
-    emitted: int
+    stats: RunStats  # the loop's counters, summed over the prompts
     fell_back: int = 0  # prompts whose run switched to plain steps (with a fallback policy)
     ms_per_token: list[float] = field(default_factory=list)  # one per repeat
-
-    @property
-    def passes(self) -> int:
-        return self.steps + self.batches
-
-    @property
-    def passes_per_token(self) -> float:
-        return self.passes / self.emitted if self.emitted else 0.0
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return self.emitted / self.passes if self.passes else 0.0
 
     @property
     def ms_median(self) -> float:
@@ -64,19 +59,22 @@ class SweepRow:
     def ms_spread(self) -> tuple[float, float]:
         return min(self.ms_per_token), max(self.ms_per_token)
 
+    def counts(self) -> tuple[int, ...]:
+        """What must be the same in every repeat (the run is deterministic)."""
+        return (*(getattr(self.stats, n) for n in COUNTED), self.fell_back)
+
     def to_dict(self) -> dict:
         lo, hi = self.ms_spread
-        return {"k": self.k, "accepted": self.accepted, "proposed": self.proposed,
-                "batches": self.batches, "steps": self.steps, "emitted": self.emitted,
+        return {"k": self.k, **{n: getattr(self.stats, n) for n in COUNTED},
                 "fell_back": self.fell_back,
-                "passes_per_token": self.passes_per_token,
-                "tokens_per_pass": self.tokens_per_pass,
+                "passes_per_token": self.stats.passes_per_token,
+                "tokens_per_pass": self.stats.tokens_per_pass,
                 "ms_per_token": self.ms_median, "ms_per_token_min": lo, "ms_per_token_max": hi,
                 "ms_per_token_repeats": self.ms_per_token}
 
 
 @dataclass
-class SweepReport:
+class SweepReport(Rendered):
     head: str
     model: str
     tokens: int
@@ -107,42 +105,37 @@ class SweepReport:
                 "plain": self.plain.to_dict(), "rows": [r.to_dict() for r in self.rows],
                 "break_even_k": self.break_even_k, "best_k": self.best_k}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_markdown(self) -> str:
-        lines = [
-            f"## k sweep: {self.head} head on {self.model}",
-            "",
-            f"{self.prompts} prompt(s) x {self.tokens} tokens, time = median of "
-            f"{self.repeats} repeat(s) (min .. max)"
-            + (f"; fallback {self.fallback}" if self.fallback else ""),
-            "",
-            "| k | accepted | proposed | batches | steps | passes per token | "
-            "tokens per pass | ms per token |" + (" fell back |" if self.fallback else ""),
-            "|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if self.fallback else ""),
-        ]
+    def document(self) -> Document:
+        names = ["k", "accepted", "proposed", "batches", "steps", "passes per token",
+                 "tokens per pass", "ms per token"]
+        if self.fallback:
+            names.append("fell back")
+        rows = []
         for row in [self.plain, *self.rows]:
             lo, hi = row.ms_spread
-            name = "plain" if row.k is None else str(row.k)
-            lines.append(
-                f"| {name} | {row.accepted} | {row.proposed} | {row.batches} | {row.steps} | "
-                f"{row.passes_per_token:.3f} | {row.tokens_per_pass:.2f} | "
-                f"{row.ms_median:.3f} ({lo:.3f} .. {hi:.3f}) |"
-                + (f" {row.fell_back}/{self.prompts} |" if self.fallback else "")
-            )
+            st = row.stats
+            cells = ["plain" if row.k is None else str(row.k), str(st.accepted),
+                     str(st.proposed), str(st.batches), str(st.steps),
+                     f"{st.passes_per_token:.3f}", f"{st.tokens_per_pass:.2f}",
+                     f"{row.ms_median:.3f} ({lo:.3f} .. {hi:.3f})"]
+            if self.fallback:
+                cells.append(f"{row.fell_back}/{self.prompts}")
+            rows.append(cells)
+        setup = (f"{self.prompts} prompt(s) x {self.tokens} tokens, time = median of "
+                 f"{self.repeats} repeat(s) (min .. max)"
+                 + (f"; fallback {self.fallback}" if self.fallback else ""))
         be = self.break_even_k
-        lines += [
-            "",
-            f"Break-even k (smallest k faster than plain decode): "
-            f"{'none' if be is None else be}. Best k (lowest ms per token): {self.best_k}.",
-        ]
-        if self.max_batch_rows is not None and max(r.k or 0 for r in self.rows) >= (
-                self.max_batch_rows):
-            lines.append(f"The base verifies at most {self.max_batch_rows} rows: a one-pass "
-                         f"round drafts at most {self.max_batch_rows - 1}, a two-pass round "
-                         f"{self.max_batch_rows}; a larger k is cut to that.")
-        return "\n".join(lines)
+        blocks: list = [setup, Table(cols(*names, numeric=names[1:]), rows),
+                        f"Break-even k (smallest k faster than plain decode): "
+                        f"{'none' if be is None else be}. Best k (lowest ms per token): "
+                        f"{self.best_k}."]
+        widest = max((r.k or 0 for r in self.rows), default=0)
+        if self.max_batch_rows is not None and widest >= self.max_batch_rows:
+            blocks.append(f"The base verifies at most {self.max_batch_rows} rows: a one-pass "
+                          f"round drafts at most {self.max_batch_rows - 1}, a two-pass round "
+                          f"{self.max_batch_rows}; a larger k is cut to that.")
+        return Document(f"k sweep: {self.head} head on {self.model}", blocks,
+                        data=self.to_dict())
 
 
 class DecodeClock:
@@ -169,23 +162,21 @@ class DecodeClock:
 
 
 def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequence[int]], *,
-               tokens: int, k: int, fallback: Fallback | None = None) -> tuple[list[int], float]:
-    """Run every prompt once at this k (head None: plain decode). Returns the summed counts
-    (accepted, proposed, batches, steps, emitted, runs that fell back) and the decode
-    seconds."""
-    counts = [0, 0, 0, 0, 0, 0]
+               tokens: int, k: int | None,
+               fallback: Fallback | None = None) -> tuple[SweepRow, float]:
+    """Run every prompt once at this k (None: plain decode, without the head). Returns a row
+    of the summed counts (no time yet) and the decode seconds."""
+    row = SweepRow(k, RunStats())
     seconds = 0.0
     for prompt in prompts:
         clock = DecodeClock(base, len(prompt))
-        result = onebit.run(clock, head, prompt, max_tokens=tokens, k=k, fallback=fallback)
+        result = onebit.run(clock, None if k is None else head, prompt, max_tokens=tokens,
+                            k=k or 0, fallback=fallback)
         end = time.perf_counter()
         seconds += end - (clock.decode_start or end)
-        s = result.stats
-        fell_back = int(s.fallback_round is not None)
-        for i, value in enumerate((s.accepted, s.proposed, s.batches, s.steps, s.emitted,
-                                   fell_back)):
-            counts[i] += value
-    return counts, seconds
+        add_stats(row.stats, result.stats)
+        row.fell_back += result.stats.fallback_round is not None
+    return row, seconds
 
 
 def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *, ks: Sequence[int],
@@ -203,19 +194,18 @@ def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
         raise ValueError(f"every k must be >= 1, got {list(ks)}")
     arms: list[int | None] = [None, *ks]
     for k in arms:  # warm-up, untimed
-        timed_runs(base, None if k is None else head, prompts[:1], tokens=tokens, k=k or 0,
-                   fallback=fallback)
+        timed_runs(base, head, prompts[:1], tokens=tokens, k=k, fallback=fallback)
     rows: dict[int | None, SweepRow] = {}
     for _ in range(repeats):
         for k in arms:
-            counts, seconds = timed_runs(base, None if k is None else head, prompts,
-                                         tokens=tokens, k=k or 0, fallback=fallback)
-            row = rows.setdefault(k, SweepRow(k, *counts))
-            if [row.accepted, row.proposed, row.batches, row.steps, row.emitted,
-                    row.fell_back] != counts:
+            counted, seconds = timed_runs(base, head, prompts, tokens=tokens, k=k,
+                                          fallback=fallback)
+            row = rows.setdefault(k, counted)
+            if row.counts() != counted.counts():
                 raise RuntimeError(f"the pass counts at k = {k} changed between repeats: the "
                                    "run is not deterministic")
-            row.ms_per_token.append(1000.0 * seconds / counts[4] if counts[4] else 0.0)
+            emitted = counted.stats.emitted
+            row.ms_per_token.append(1000.0 * seconds / emitted if emitted else 0.0)
             if progress is not None:
                 progress.advance(len(prompts))
     return SweepReport(head_name or type(head).__name__, model_name, tokens, len(prompts),
@@ -256,8 +246,8 @@ def plot(report: SweepReport, path: str) -> str | None:
         return "matplotlib is not installed (pip install matplotlib)"
     ks = [r.k for r in report.rows]
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(6, 6))
-    top.plot(ks, [r.passes_per_token for r in report.rows], "o-", label=report.head)
-    top.axhline(report.plain.passes_per_token, color="grey", ls="--", label="plain decode")
+    top.plot(ks, [r.stats.passes_per_token for r in report.rows], "o-", label=report.head)
+    top.axhline(report.plain.stats.passes_per_token, color="grey", ls="--", label="plain decode")
     top.set_ylabel("base passes per token")
     top.legend()
     medians = [r.ms_median for r in report.rows]

@@ -1,6 +1,6 @@
 """The contract on the real forward, on an accelerator (`pytest -m device`).
 
-Skips everywhere else with the probe's reason (design/device.md). The checks are the ones the
+Skips everywhere else with the probe's reason (docs/device.md). The checks are the ones the
 toy base proves, held against whatever `device_base` provides: the text of a speculative run
 equals plain decode's on the same device, every pass law holds, and one step past the run
 gives logits identical to plain decode's at that position.

@@ -1,4 +1,4 @@
-"""Q4NX blocks: the byte layout of design/forward.md, both code conventions, bf16 rounding."""
+"""Q4NX blocks: the byte layout of docs/forward.md, both code conventions, bf16 rounding."""
 
 from __future__ import annotations
 

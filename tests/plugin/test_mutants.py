@@ -1,4 +1,5 @@
-"""The hand-written mutant catalogue (mutants/*.diff) and its runner (pytest_onebit.mutants)."""
+"""The hand-written mutant catalogues (mutants/*/NN-name.diff) and their runner
+(pytest_onebit.mutants)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,18 @@ from pathlib import Path
 import pytest
 
 from onebit.commands import mutants as mutants_command
-from pytest_onebit.contract import CHECKS
+from pytest_onebit.checks import CHECKS
 from pytest_onebit.mutants import (
-    COPIED,
     ERROR,
-    INVARIANTS,
     KILLED,
     OFF_TARGET,
     SURVIVED,
+    Catalogue,
     CatalogueError,
     ShadowError,
     SuiteRun,
     apply_diff,
-    check_shadowing,
+    find_catalogues,
     load_catalogue,
     make_scratch,
     parse_junit,
@@ -33,9 +33,12 @@ from pytest_onebit.mutants import (
     select,
     verdict_of,
 )
+from pytest_onebit.mutants.scratch import check_shadowing
 
 ROOT = Path(__file__).resolve().parents[2]
-CATALOGUE = ROOT / "mutants"
+CATALOGUE = ROOT / "mutants" / "loop"
+COPIED = load_catalogue(CATALOGUE).config.copy
+INVARIANTS = tuple(f"I{i}" for i in range(1, 13))
 
 # The first eight come from the engine's history; other tests apply them by these names.
 HISTORY = (
@@ -74,9 +77,9 @@ def test_catalogue_parses():
     """Every file of mutants/ has a well-formed header (mutant, breaks, why) and a unified diff
     of project files, and the first eight mutants of the engine's history are there."""
     catalogue = load_catalogue(CATALOGUE)
-    names = [m.name for m in catalogue]
+    names = [m.name for m in catalogue.mutants]
     assert set(HISTORY) <= set(names)
-    for m in catalogue:
+    for m in catalogue.mutants:
         assert m.description and m.why and m.breaks, m.name
         assert all(f.split("/")[0] in ("onebit", "pytest_onebit") for f in m.files), m.files
         assert m.diff.startswith("--- a/"), m.name
@@ -85,16 +88,16 @@ def test_catalogue_parses():
 def test_every_invariant_is_named_by_some_mutant():
     """I1..I12 each appear in the `# breaks:` header of at least one mutant, so the catalogue
     exercises every named check."""
-    named = {inv for m in load_catalogue(CATALOGUE) for inv in m.breaks}
+    named = {inv for m in load_catalogue(CATALOGUE).mutants for inv in m.breaks}
     assert set(INVARIANTS) - named == set()
-    assert {c.invariant for c in CHECKS.values()} == set(INVARIANTS)
+    assert set(INVARIANTS) <= {c.invariant for c in CHECKS.values()}
 
 
 def test_every_mutant_applies_to_the_current_source(tmp_path):
     """Each mutant still applies to the project as it is now (a stale one would be an error
     verdict in the runner); checked with git apply in scratch copies, not the working tree."""
-    for m in load_catalogue(CATALOGUE):
-        scratch = make_scratch(ROOT, tmp_path / m.number / "project")
+    for m in load_catalogue(CATALOGUE).mutants:
+        scratch = make_scratch(ROOT, tmp_path / m.number / "project", COPIED)
         assert apply_diff(scratch, m.diff) is None, m.name
         for rel in m.files:
             assert (scratch / rel).read_bytes() != (ROOT / rel).read_bytes(), (m.name, rel)
@@ -104,7 +107,7 @@ def test_every_mutant_applies_to_the_current_source(tmp_path):
     ("filename", "text", "complaint"),
     [
         ("01-x.diff", "# breaks: I1\n# why: w\n" + GOOD_DIFF, "lacks `# mutant:`"),
-        ("01-x.diff", "# mutant: m\n# breaks: I13\n# why: w\n" + GOOD_DIFF, "I13"),
+        ("01-x.diff", "# mutant: m\n# breaks: i13\n# why: w\n" + GOOD_DIFF, "i13"),
         ("01-x.diff", "# mutant: m\n# breaks: I1 I1\n# why: w\n" + GOOD_DIFF, "twice"),
         ("01-x.diff", GOOD_HEADER, "no diff"),
         ("01-x.diff", GOOD_HEADER + "just words\n", "not a unified diff"),
@@ -120,7 +123,7 @@ def test_a_malformed_catalogue_file_is_an_error(tmp_path, filename, text, compla
     path = tmp_path / filename
     path.write_text(text)
     with pytest.raises(CatalogueError, match=re.escape(complaint)) as info:
-        parse_mutant(path)
+        parse_mutant(path, COPIED)
     assert filename in str(info.value)
     with pytest.raises(CatalogueError):
         load_catalogue(tmp_path)
@@ -139,7 +142,7 @@ def test_header_continuation_lines_join_the_field(tmp_path):
 def test_only_selects_by_name_number_or_part():
     """--only picks a mutant by its full name, its number, or a unique part of its name, and a
     name that matches nothing is an error rather than an empty (passing) run."""
-    catalogue = load_catalogue(CATALOGUE)
+    catalogue = load_catalogue(CATALOGUE).mutants
     picked = select(catalogue, ["01-commit-take-rows", "05", "budget-clamp"])
     assert [m.number for m in picked] == ["01", "05", "08"]
     with pytest.raises(ValueError, match="no mutant matches"):
@@ -187,7 +190,7 @@ def test_a_copy_without_the_package_does_not_shadow_the_install(tmp_path):
     scratch dir without the packages, so the installed ones would be the code under test)."""
     (tmp_path / "project").mkdir()
     with pytest.raises(ShadowError, match="does not shadow"):
-        check_shadowing(tmp_path / "project")
+        check_shadowing(tmp_path / "project", ["onebit"])
 
 
 def test_the_cli_parses_its_options_and_rejects_an_unknown_mutant(capsys):
@@ -237,9 +240,10 @@ def end_to_end(tmp_path_factory):
             shutil.copy2(src, root / name)
     stale = tmp_path_factory.mktemp("stale") / "90-stale-context.diff"
     stale.write_text(STALE)
-    chosen = select(load_catalogue(root / "mutants"), ["01", "11"]) + [parse_mutant(stale)]
+    loop = load_catalogue(root / "mutants" / "loop", root)
+    chosen = select(loop.mutants, ["01", "11"]) + [parse_mutant(stale)]
     before = tree_digest(root)
-    report = run_catalogue(root, mutants=chosen, jobs=2,
+    report = run_catalogue(root, catalogue=Catalogue(loop.folder, loop.config, chosen), jobs=2,
                            test_paths=("tests/toy_base/test_contract.py",))
     return root, before, tree_digest(root), report
 
@@ -270,10 +274,10 @@ def test_mutants_are_killed_by_the_checks_they_name(end_to_end):
     by_name = {r.mutant.name: r for r in report.results}
     r01, r11 = by_name["01-commit-take-rows"], by_name["11-stats-accepted-proposed"]
     assert r01.verdict == KILLED
-    assert {"I2-state", "I3-positions", "I5-drafter-rows"} <= set(r01.failing_checks)
-    assert r01.run.failed == sum(r01.failing_checks.values())
+    assert {"I2-state", "I3-positions", "I5-drafter-rows"} <= set(r01.run.failing_checks)
+    assert r01.run.failed == sum(r01.run.failing_checks.values())
     assert r11.verdict == KILLED
-    assert set(r11.failing_checks) == {"I12-stats"}
+    assert set(r11.run.failing_checks) == {"I12-stats"}
 
 
 def test_a_mutant_that_no_longer_applies_is_an_error(end_to_end):
@@ -288,9 +292,101 @@ def test_a_mutant_that_no_longer_applies_is_an_error(end_to_end):
     assert re.search(r"^3 mutants: 2 killed, 0 survived, 1 errors in \d+\.\d s$", text, re.M)
     assert re.search(r"01-commit-take-rows\s+I2 I3 I5\s+.*I2-state:\d+.*killed", text)
     md = report.to_markdown()
-    assert md.startswith("| mutant | breaks | failing checks | failed | verdict |")
-    assert "| `90-stale-context` | I1 |" in md and "**error**" in md
+    assert md.startswith("## mutant catalogue `loop`")
+    assert "| mutant | breaks | failing checks | failed | verdict |" in md
+    assert "| `90-stale-context` | I1 |" in md and "| error |" in md
     data = json.loads(report.to_json())
     assert data["ok"] is False and data["counts"] == {
         KILLED: 2, OFF_TARGET: 0, SURVIVED: 0, ERROR: 1}
     assert data["mutants"][0]["failing_checks"]["I2-state"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Another project's catalogue, against its own suite
+
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n"
+CALC_TESTS = '''from calc import add, neg
+
+
+def test_A1_add():
+    assert add(2, 3) == 5
+
+
+def test_A2_neg():
+    assert neg(4) == -4
+
+
+def test_helper_unrelated():
+    assert True
+'''
+
+
+def calc_mutant(number: str, name: str, breaks: str, old: str, new: str) -> str:
+    return (f"# mutant: {name}\n# breaks: {breaks}\n# why: a fresh project's own bug\n"
+            "--- a/calc/__init__.py\n+++ b/calc/__init__.py\n@@ -1,6 +1,6 @@\n"
+            + "".join(("-" + line + "\n+" + line.replace(old, new) + "\n") if old in line
+                      else " " + line + "\n" for line in CALC.splitlines()))
+
+
+@pytest.fixture(scope="module")
+def calc_project(tmp_path_factory):
+    """A project that is not onebit: a package, its tests named by check (A1, A2), and a
+    catalogue with a killed, an off-target and a surviving mutant."""
+    root = tmp_path_factory.mktemp("calc")
+    (root / "calc").mkdir()
+    (root / "calc" / "__init__.py").write_text(CALC)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_calc.py").write_text(CALC_TESTS)
+    folder = root / "mutants" / "calc"
+    folder.mkdir(parents=True)
+    (folder / "catalogue.toml").write_text('[catalogue]\ndescription = "calc"\n'
+                                           'tests = ["tests"]\n')
+    (folder / "01-add-subtracts.diff").write_text(
+        calc_mutant("01", "add subtracts", "A1", "a + b", "a - b"))
+    (folder / "02-neg-named-wrong.diff").write_text(
+        calc_mutant("02", "neg is identity, header names A1", "A1", "-a", "a"))
+    (folder / "03-equivalent.diff").write_text(
+        calc_mutant("03", "add commutes", "A1", "a + b", "b + a"))
+    return root
+
+
+def test_another_projects_catalogue_runs_against_its_own_suite(calc_project):
+    """The runner is not tied to onebit: a fresh project's catalogue (found under mutants/ by
+    its catalogue.toml) runs against that project's suite, copies what the project has,
+    checks its own package shadows any install, and credits failing tests to the checks
+    their names start with: killed, off-target and survived each come out as such."""
+    (folder,) = find_catalogues(calc_project / "mutants")
+    report = run_catalogue(calc_project, folder, jobs=2)
+    verdicts = {r.mutant.number: r.verdict for r in report.results}
+    assert report.baseline_ok and report.baseline.tests == 3
+    assert set(report.imported_from) == {"calc"}
+    assert verdicts == {"01": KILLED, "02": OFF_TARGET, "03": SURVIVED}
+    assert report.results[1].run.failing_checks == {"A2-neg": 1}
+    assert not report.ok
+    assert report.to_text().startswith("mutant catalogue `calc`: calc")
+
+
+def test_a_malformed_catalogue_toml_is_an_error(tmp_path):
+    """catalogue.toml that is not TOML, has unknown keys, or a `tests` that is not a list of
+    strings raises CatalogueError naming the file."""
+    (tmp_path / "01-x.diff").write_text(GOOD_HEADER + GOOD_DIFF)
+    for text, complaint in (("[catalogue\n", "catalogue.toml"),
+                            ('[catalogue]\ntest = ["x"]\n', "unknown key"),
+                            ('[catalogue]\ntests = "tests"\n', "list of strings")):
+        (tmp_path / "catalogue.toml").write_text(text)
+        with pytest.raises(CatalogueError, match=re.escape(complaint)):
+            load_catalogue(tmp_path)
+
+
+def test_find_catalogues(tmp_path):
+    """A folder of diffs is one catalogue; a folder of catalogue folders is each of them, in
+    name order; a folder with neither is an error rather than an empty (passing) run."""
+    for name in ("loop", "forward"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "catalogue.toml").write_text("[catalogue]\n")
+    (tmp_path / "mutmut-work").mkdir()  # no catalogue.toml: not a catalogue
+    assert find_catalogues(tmp_path) == [tmp_path / "forward", tmp_path / "loop"]
+    assert find_catalogues(ROOT / "mutants" / "loop") == [ROOT / "mutants" / "loop"]
+    with pytest.raises(CatalogueError, match="no sub-folder"):
+        find_catalogues(tmp_path / "mutmut-work")

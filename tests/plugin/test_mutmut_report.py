@@ -1,5 +1,8 @@
 """The mutmut gate: mutmut's listing read back per function, and a verdict CI can trust."""
 
+
+import re
+
 from pytest_onebit.mutmut_report import (
     MutmutReport,
     find_exemptions,
@@ -59,4 +62,4 @@ def test_exemptions_are_listed_with_their_reasons(tmp_path):
     assert [(e.where, e.reason) for e in found] == [
         ("pkg/m.py:1", "equivalent: x is never read"), ("pkg/m.py:3", "(no reason given)")]
     report = MutmutReport({}, {}, found)
-    assert "pkg/m.py:1: equivalent: x is never read" in report.to_text()
+    assert re.search(r"pkg/m.py:1 +equivalent: x is never read", report.to_text())

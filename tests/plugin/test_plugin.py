@@ -12,7 +12,7 @@ from pytest_onebit.suite import check_test_name
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
-CATALOGUE = ROOT / "mutants"
+CATALOGUE = ROOT / "mutants" / "loop"
 
 # A module name the outer session cannot already hold (tests/toy_base has a test_contract):
 # in-process runs share sys.modules with it.

@@ -41,6 +41,6 @@ def test_bad_requests_say_what_is_wrong(tmp_path, capsys):
     """A draft without its target, or a target whose heads do not divide, exits 2 with one
     line naming the problem."""
     assert run("fabricate", "mtp", tmp_path / "m") == 2
-    assert "needs --target MODEL_DIR" in capsys.readouterr().out
+    assert "needs --target MODEL_DIR" in capsys.readouterr().err
     assert run("fabricate", "qwen3", tmp_path / "q", "--heads", 3) == 2
-    assert "num_key_value_heads" in capsys.readouterr().out
+    assert "num_key_value_heads" in capsys.readouterr().err

@@ -56,3 +56,15 @@ def test_log_gets_plain_lines_seldom():
     lines = stream.getvalue().splitlines()
     assert 4 <= len(lines) <= 7 and "\r" not in stream.getvalue()
     assert "100%" in lines[-1]
+
+
+def test_log_stays_quiet_for_a_slow_short_run():
+    """Elsewhere than a terminal nothing is written for a run under 10 s, even one slowed past
+    the terminal's 1 s threshold (a loaded CI machine): tools' stderr stays clean."""
+    clock, stream = Clock(), io.StringIO()
+    bar = Progress(4, "sweep", stream=stream, clock=clock)
+    for _ in range(4):
+        clock.now += 2.0
+        bar.advance()
+    bar.close()
+    assert stream.getvalue() == ""

@@ -10,6 +10,7 @@ import pytest
 
 import onebit
 from onebit.heads import NgramHead
+from onebit.loop import RunStats
 from onebit.tools.inputs import read_prompt_ids
 from onebit.tools.sweep import SweepReport, SweepRow, parse_ks, plot, sweep
 
@@ -22,22 +23,23 @@ def test_rows_are_the_loops_counts(target, data):
     prompts = read_prompt_ids(data / "repetitive.txt")
     head = NgramHead(n=3, k=8)
     report = sweep(target, head, prompts, ks=[1, 3, 8], tokens=N, repeats=2)
-    assert (report.plain.steps, report.plain.batches) == (N * len(prompts), 0)
-    assert report.plain.passes_per_token == 1.0
+    assert (report.plain.stats.steps, report.plain.stats.batches) == (N * len(prompts), 0)
+    assert report.plain.stats.passes_per_token == 1.0
     for row in report.rows:
         runs = [onebit.run(target, head, p, max_tokens=N, k=row.k).stats for p in prompts]
-        assert row.accepted == sum(s.accepted for s in runs)
-        assert row.proposed == sum(s.proposed for s in runs)
-        assert (row.batches, row.steps) == (sum(s.batches for s in runs),
-                                            sum(s.steps for s in runs))
-        assert row.passes_per_token == (row.steps + row.batches) / (N * len(prompts))
-        assert row.tokens_per_pass == pytest.approx(1 / row.passes_per_token)
+        st = row.stats
+        assert st.accepted == sum(s.accepted for s in runs)
+        assert st.proposed == sum(s.proposed for s in runs)
+        assert (st.batches, st.steps) == (sum(s.batches for s in runs),
+                                          sum(s.steps for s in runs))
+        assert st.passes_per_token == (st.steps + st.batches) / (N * len(prompts))
+        assert st.tokens_per_pass == pytest.approx(1 / st.passes_per_token)
         assert len(row.ms_per_token) == 2 and all(ms > 0 for ms in row.ms_per_token)
-    assert report.rows[0].passes_per_token < 1.0  # the repetitive prompts do pay off
+    assert report.rows[0].stats.passes_per_token < 1.0  # the repetitive prompts do pay off
 
 
 def row(k, ms):
-    return SweepRow(k, 0, 0, 0, 1, 1, ms_per_token=list(ms))
+    return SweepRow(k, RunStats(steps=1, emitted=1), ms_per_token=list(ms))
 
 
 def test_break_even_and_best_k():

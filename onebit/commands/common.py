@@ -1,0 +1,65 @@
+"""What every `onebit` command shares: one-line errors on stderr, quiet ends on a closed pipe,
+the report formats, and where the project checkout is."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+#: Exit statuses: 0 all good, 1 a check failed or a mutant survived, 2 bad input or usage.
+OK, FAILED, BAD_INPUT = 0, 1, 2
+
+
+def fail(command: str, error: BaseException | str) -> int:
+    """Print `error` as one line on stderr; return the exit status of bad input."""
+    text = str(error) if not isinstance(error, str) else error
+    message = " ".join(text.split()) or type(error).__name__
+    print(f"onebit {command}: error: {message}", file=sys.stderr)
+    return BAD_INPUT
+
+
+def quiet_stdout() -> None:
+    """The reader went away (`| head`): send the rest of stdout nowhere, without a traceback."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def emit(text: str) -> None:
+    """Print a report; a reader that stops early is no error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        quiet_stdout()
+
+
+def add_format(parser: argparse.ArgumentParser, choices=("text", "md", "json"),
+               default: str = "text") -> None:
+    parser.add_argument("--format", choices=choices, default=default,
+                        help=f"how to print the report (default {default}): plain text, "
+                        "Markdown for a pull request, or JSON")
+
+
+def positive(name: str):
+    """An argparse type: an int >= 1, with the flag named in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} wants an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+
+    return parse
+
+
+def project_root() -> Path | None:
+    """The project checkout the installed package lives in (an editable install), or None."""
+    import onebit
+
+    root = Path(onebit.__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "tests").is_dir():
+        return root
+    return None

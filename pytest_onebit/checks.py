@@ -1,0 +1,280 @@
+"""The loop's invariants I1..I12 as named checks.
+
+Each check reads one `Trace` (what a loop did on one scenario, next to plain decode) and raises
+`AssertionError` saying what broke. Its name is stable (it is in every test id and in the
+mutant table), its id is the part before the first dash (`I7`), and its docstring says what it
+proves. `docs/contract.md` explains each invariant; `CONTRIBUTING.md` how to add a check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pytest_onebit.assertions import assert_pass_law, assert_rows_in_order, assert_tokens_equal
+from pytest_onebit.scenarios import Scenario
+from pytest_onebit.trace import Trace
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # stable: it is in every test id and in the mutant table
+    doc: str
+    verify: Callable[[Trace], None]
+    applies: Callable[[Scenario], bool] = lambda s: True
+
+    @property
+    def invariant(self) -> str:
+        return self.name.split("-", 1)[0]
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def check(name: str, applies: Callable[[Scenario], bool] = lambda s: True):
+    """Register a check under its stable name; its docstring says what it proves."""
+
+    def register(fn: Callable[[Trace], None]) -> Callable[[Trace], None]:
+        CHECKS[name] = Check(name, (fn.__doc__ or "").strip(), fn, applies)
+        return fn
+
+    return register
+
+
+def _with_head(s: Scenario) -> bool:
+    return s.head is not None
+
+
+@check("I1-text")
+def check_text(t: Trace) -> None:
+    """I1: the run emits exactly plain greedy decode's tokens, and hands each to the consumer
+    once, in order."""
+    __tracebackhide__ = True
+    assert_tokens_equal(t.tokens, t.reference.tokens)
+    assert_tokens_equal(t.consumer, t.tokens, names=("on_token saw", "emitted"),
+                        what="tokens handed to on_token")
+
+
+@check("I2-state")
+def check_state(t: Trace) -> None:
+    """I2: after the run, the base's committed tokens and recurrent state equal those of
+    stepping prompt + emitted one by one."""
+    __tracebackhide__ = True
+    expected = t.prompt + t.tokens
+    assert_tokens_equal(t.base.committed, expected, names=("base committed", "prompt + emitted"),
+                        what="committed tokens")
+    twin = t.base.replay(expected)
+    if t.base.state != twin.state:
+        raise AssertionError(
+            f"the base's recurrent state after the run ({t.base.state:#018x}) differs from "
+            f"stepping prompt + emitted one by one ({twin.state:#018x}): a batch was committed "
+            "from the wrong row"
+        )
+
+
+@check("I3-positions")
+def check_positions(t: Trace) -> None:
+    """I3: every step and verify ran at the committed length, batches were committed before
+    the next pass, and the base consumed exactly P + emitted tokens."""
+    __tracebackhide__ = True
+    tokens = t.tokens
+    base = t.base
+    if base.bad_pos:
+        raise AssertionError(
+            f"{base.bad_pos} pass(es) at a wrong position; first: {base.misplaced[0]}"
+        )
+    if base.misuse:
+        raise AssertionError(f"the base was misused: {base.misuse[0]}")
+    expected = len(t.prompt) + len(tokens)
+    if base.consumed != expected:
+        raise AssertionError(
+            f"the base consumed {base.consumed} tokens; prompt + emitted is {expected}"
+        )
+
+
+@check("I4-batch-bound")
+def check_batch_bound(t: Trace) -> None:
+    """I4: no verify batch is larger than max_batch_rows()."""
+    __tracebackhide__ = True
+    t.tokens  # noqa: B018 - a loop that raised fails here first
+    widest = max((rows for kind, _, rows in t.base.calls if kind == "verify"), default=0)
+    if t.base.over:
+        raise AssertionError(
+            f"{t.base.over} verify batch(es) exceeded max_batch_rows() = "
+            f"{t.scenario.max_batch_rows}; the widest had {widest} rows"
+        )
+
+
+def _rows_the_head_must_see(t: Trace) -> list[int]:
+    """prompt + emitted; with a fallback policy that fired (onebit.Fallback), only up to the
+    token at which the run dropped the head."""
+    tokens = t.tokens
+    fell_back = t.optional_stat("fallback_emitted")
+    return t.prompt + (tokens if fell_back is None else tokens[:fell_back])
+
+
+@check("I5-drafter-rows", _with_head)
+def check_drafter_rows(t: Trace) -> None:
+    """I5: the head is reset once, and its commit_rows calls, concatenated, are prompt +
+    emitted, each token once, in order, with the base's hidden row for its position (up to a
+    fallback, if one fired)."""
+    __tracebackhide__ = True
+    expected = _rows_the_head_must_see(t)
+    assert t.head is not None
+    if t.head.resets != 1:
+        raise AssertionError(f"the head was reset {t.head.resets} times in one run; the loop "
+                             "must reset it once, before the prefill")
+    assert_rows_in_order(t.head.committed_tokens, t.head.committed_rows, expected,
+                         t.base.rows_of(expected))
+
+
+@check("I6-hidden", _with_head)
+def check_hidden(t: Trace) -> None:
+    """I6: a one-pass head is never handed a hidden; a two-pass head is handed the base's
+    hidden row after t1, at t1's position."""
+    __tracebackhide__ = True
+    tokens = t.tokens
+    assert t.head is not None
+    if not t.scenario.two_pass:
+        for p in t.head.proposals:
+            if p.hidden is not None:
+                raise AssertionError(
+                    f"the one-pass head was handed a hidden row at position {p.pos}"
+                )
+        return
+    rows = t.base.rows_of(t.prompt + tokens)
+    for p in t.head.proposals:
+        if p.hidden is None:
+            raise AssertionError(f"the two-pass head was handed no hidden at position {p.pos}")
+        if p.pos >= len(rows) or not (p.hidden == rows[p.pos]).all():
+            raise AssertionError(
+                f"the two-pass head was handed a hidden at position {p.pos} that is not the "
+                "base's row after t1 there"
+            )
+
+
+def _perfect_unstopped(s: Scenario) -> bool:
+    return s.head in ("perfect", "over") and s.stop_at is None
+
+
+@check("I7-pass-law", _perfect_unstopped)
+def check_pass_law_perfect(t: Trace) -> None:
+    """I7: with a perfect head, one-pass takes ceil(N / (k' + 1)) decode passes (at most one a
+    plain step), two-pass 2 * ceil(N / (k'' + 1)) or one fewer; a head that answers with more
+    drafts than asked costs the same, once the loop cuts them."""
+    __tracebackhide__ = True
+    s = t.scenario
+    assert_pass_law(steps=t.decode_steps, batches=t.base.batches, emitted=len(t.tokens),
+                    k=s.k, max_batch_rows=s.max_batch_rows, two_pass=s.two_pass)
+
+
+@check("I8-pass-law-garbage", lambda s: s.head in ("garbage", "silent"))
+def check_pass_law_garbage(t: Trace) -> None:
+    """I8: with a head that is always wrong, exactly one decode pass per emitted token (plain
+    decode's cost), and no batch for drafts the step already rejected; with a head that
+    proposes nothing, plain steps only."""
+    __tracebackhide__ = True
+    s = t.scenario
+    assert_pass_law(steps=t.decode_steps, batches=t.base.batches, emitted=len(t.tokens),
+                    k=s.k, max_batch_rows=s.max_batch_rows, two_pass=s.two_pass, head=s.head)
+
+
+@check("I9-budget")
+def check_budget(t: Trace) -> None:
+    """I9: never more than max_tokens emitted; the head is asked for drafts only when there is
+    room (k >= 1), and never for a position past the budget."""
+    __tracebackhide__ = True
+    s = t.scenario
+    tokens = t.tokens
+    if len(tokens) > s.max_tokens:
+        raise AssertionError(f"emitted {len(tokens)} tokens with max_tokens = {s.max_tokens}")
+    end = len(s.prompt) + s.max_tokens  # first position past the budget
+    for p in t.head.proposals if t.head is not None else ():
+        if p.k < 1:
+            raise AssertionError(f"the head was asked for {p.k} drafts at position {p.pos}: "
+                                 "a round with no room must not ask")
+        if p.pos + p.k >= end:
+            raise AssertionError(
+                f"the head was asked for {p.k} drafts at position {p.pos} (positions "
+                f"{p.pos + 1}..{p.pos + p.k}); the budget ends at position {end - 1}"
+            )
+
+
+@check("I10-consumer-stop", lambda s: s.stop_at is not None)
+def check_consumer_stop(t: Trace) -> None:
+    """I10: when the consumer stops on the j-th token, j tokens are emitted and exactly j are
+    committed, wherever in a round the stop falls."""
+    __tracebackhide__ = True
+    s = t.scenario
+    assert s.stop_at is not None
+    j = min(s.stop_at, s.max_tokens)
+    tokens = t.tokens
+    if len(tokens) != j or len(t.consumer) != j:
+        raise AssertionError(
+            f"the consumer stopped on token {s.stop_at}: the run emitted {len(tokens)} and "
+            f"on_token saw {len(t.consumer)}; both should be {j}"
+        )
+    committed = t.base.consumed - len(s.prompt)
+    if committed != j:
+        raise AssertionError(f"stop on token {j}: the base committed {committed} decode tokens")
+    if s.stop_at <= s.max_tokens and not t.stopped:
+        raise AssertionError("the consumer stopped the run but result.stopped is False")
+
+
+@check("I11-degenerate-base", lambda s: s.max_batch_rows == 1 and s.head is not None)
+def check_degenerate_base(t: Trace) -> None:
+    """I11: a base that takes one row per verify gives a one-pass loop plain steps only, and
+    every committed row still reaches the head."""
+    __tracebackhide__ = True
+    expected = _rows_the_head_must_see(t)  # (a loop that raised fails here first)
+    if not t.scenario.two_pass and t.base.batches:
+        raise AssertionError(
+            f"the one-pass loop ran {t.base.batches} batch(es) on a base of max_batch_rows() = 1"
+        )
+    assert t.head is not None
+    assert_tokens_equal(t.head.committed_tokens, expected,
+                        names=("head got", "prompt + emitted"), what="tokens committed to head")
+
+
+@check("I12-stats")
+def check_stats(t: Trace) -> None:
+    """I12: stats agree with what the base counted: steps and batches (decode only), rounds,
+    drafts proposed and accepted, passes per token."""
+    __tracebackhide__ = True
+    tokens = t.tokens
+    n = len(tokens)
+    steps, batches = t.decode_steps, t.base.batches
+    proposed = sum(min(len(p.drafts), p.k) for p in t.head.proposals) if t.head else 0
+    if t.scenario.two_pass:
+        rounds, accepted = steps, n - steps
+    else:
+        rounds, accepted = steps + batches, n - steps - batches
+    expected = {"steps": steps, "batches": batches, "rounds": rounds,
+                "proposed": proposed, "accepted": accepted}
+    actual = {name: t.stat(name) for name in expected}
+    if actual != expected:
+        wrong = ", ".join(f"{k} = {actual[k]} (counted {v})"
+                          for k, v in expected.items() if actual[k] != v)
+        raise AssertionError(f"stats disagree with the base and head: {wrong}")
+    rows = t.optional_stat("batch_rows")  # optional in the contract; right if present
+    if rows is not None and rows != t.base.batch_rows:
+        raise AssertionError(f"stats.batch_rows = {rows}, the base verified "
+                             f"{t.base.batch_rows} rows")
+    want_ppt = (steps + batches) / n if n else 0.0
+    ppt = t.stat("passes_per_token")
+    if not isinstance(ppt, int | float) or abs(ppt - want_ppt) > 1e-12:
+        raise AssertionError(f"stats.passes_per_token = {ppt!r}, "
+                             f"counted {want_ppt}")
+
+
+def run_check(check: Check, trace: Trace) -> None:
+    """Run one check; whatever it trips over in the loop's output becomes an AssertionError
+    naming the check and the exception, so the contract judges and never crashes."""
+    __tracebackhide__ = True
+    try:
+        check.verify(trace)
+    except AssertionError:
+        raise
+    except Exception as error:  # a malformed result may make any read raise
+        raise AssertionError(f"{check.name}: reading the loop's result raised "
+                             f"{type(error).__name__}: {error}") from error

@@ -1,0 +1,106 @@
+"""One pytest run in a scratch copy, read back from its JUnit XML.
+
+A failing test is credited to the check its function name starts with: `test_I7_pass_law[..]`
+belongs to check `I7-pass-law` (id I7). Any project can name its checks that way; a failing
+test whose name does not start with a check id counts under "other".
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_onebit.mutants.scratch import scratch_env
+
+DEFAULT_TIMEOUT_S = 300.0
+OTHER = "other"
+_CHECK_TEST = re.compile(r"^test_([A-Z]+[0-9]+)(?:_|$)")
+
+
+def check_of_test(test_name: str) -> str:
+    """`test_I7_pass_law[one-pass-...]` -> `I7-pass-law`; OTHER for a test of no check."""
+    bare = test_name.split("[", 1)[0]
+    if not _CHECK_TEST.match(bare):
+        return OTHER
+    return bare.removeprefix("test_").replace("_", "-")
+
+
+def check_id(check: str) -> str:
+    """`I7-pass-law` -> `I7`."""
+    return check.split("-", 1)[0]
+
+
+def check_order(check: str) -> tuple:
+    """Natural order: I2 before I10, I12 before S1; OTHER last."""
+    m = re.match(r"^([A-Z]+)([0-9]+)", check)
+    return (1, check, 0) if m is None else (0, m.group(1), int(m.group(2)))
+
+
+@dataclass
+class SuiteRun:
+    """What one pytest run in a scratch copy gave."""
+
+    exit_code: int | None  # None: it did not run (or timed out)
+    tests: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failing_checks: dict[str, int] = field(default_factory=dict)  # check (or OTHER) -> tests
+    seconds: float = 0.0
+    detail: str = ""  # why it is an error, or a tail of pytest's output
+
+    @property
+    def judged(self) -> bool:
+        """pytest ran and its result can be read (0: all passed, 1: some failed)."""
+        return self.exit_code == 0 or (self.exit_code == 1 and self.failed > 0)
+
+
+def parse_junit(path: Path) -> tuple[int, int, int, dict[str, int]]:
+    """(tests, failed, skipped, failing tests per check) from a JUnit XML report."""
+    root = ET.parse(path).getroot()
+    tests = failed = skipped = 0
+    per_check: dict[str, int] = {}
+    for case in root.iter("testcase"):
+        tests += 1
+        if case.find("skipped") is not None:
+            skipped += 1
+            continue
+        if case.find("failure") is None and case.find("error") is None:
+            continue
+        failed += 1
+        check = check_of_test(case.get("name", ""))
+        per_check[check] = per_check.get(check, 0) + 1
+    ordered = dict(sorted(per_check.items(), key=lambda kv: check_order(kv[0])))
+    return tests, failed, skipped, ordered
+
+
+def run_suite(scratch: Path, pytest_args: Sequence[str], *, python: str = sys.executable,
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> SuiteRun:
+    """Run pytest with `pytest_args` inside `scratch` and read its JUnit XML."""
+    xml = scratch.parent / "junit.xml"
+    # --tb=line: the JUnit XML keeps each failure's message, and a mutant that fails hundreds
+    # of tests spends a second less formatting tracebacks nobody reads.
+    cmd = [python, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "--tb=line",
+           f"--junitxml={xml}"]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=scratch, env=scratch_env(scratch), capture_output=True,
+                              text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return SuiteRun(None, seconds=time.perf_counter() - start,
+                        detail=f"the suite did not finish in {timeout_s:.0f} s (a hang?)")
+    seconds = time.perf_counter() - start
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+    if proc.returncode not in (0, 1) or not xml.is_file():
+        return SuiteRun(proc.returncode, seconds=seconds,
+                        detail=f"pytest exited {proc.returncode} (not a test failure):\n{tail}")
+    tests, failed, skipped, per_check = parse_junit(xml)
+    if proc.returncode == 1 and not failed:
+        return SuiteRun(proc.returncode, tests, seconds=seconds,
+                        detail=f"pytest exited 1 but the JUnit XML shows no failure:\n{tail}")
+    return SuiteRun(proc.returncode, tests, failed, skipped, per_check, seconds, tail)

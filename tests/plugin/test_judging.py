@@ -1,0 +1,224 @@
+"""The contract judges and never crashes: whatever a loop under test returns or raises, and
+however its module fails to load, the answer is failed checks naming the field or the
+exception, or one line and exit 2; and known failures are declared with reasons."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+
+import onebit
+from pytest_onebit.checks import CHECKS
+from pytest_onebit.conformance import XFAIL, XPASS, LoopContractError, check_loop
+from pytest_onebit.scenarios import Scenario, standard_scenarios
+
+# A few scenarios that between them reach every check (I10 needs a stop, I11 a 1-row base).
+SOME = [Scenario(), Scenario(flavour="two-pass", head="half", k=4),
+        Scenario(head="garbage", k=4), Scenario(stop_at=6, k=4),
+        Scenario(head="perfect", k=7, max_batch_rows=1)]
+
+
+@dataclass
+class BareResult:
+    """What a loop written from the documented names alone might return, minus `stopped`."""
+
+    tokens: list
+    stats: object = field(default=None)
+
+
+def run_without_stopped(base, head, prompt, **kw):
+    result = onebit.run(base, head, prompt, **kw)
+    return BareResult(result.tokens, result.stats)
+
+
+def failures_by_check(report) -> dict[str, str]:
+    return {f.check: f.message for f in report.failures}
+
+
+def test_every_scenario_set_reaches_every_check():
+    """The few scenarios these tests use apply every check at least once, so "no failure"
+    below means every check ran."""
+    applied = {name for s in SOME for name, c in CHECKS.items() if c.applies(s)}
+    assert applied == set(CHECKS)
+
+
+def test_a_result_without_stopped_fails_only_the_check_that_reads_it():
+    """A result with tokens and stats but no `stopped` fails I10-consumer-stop with a message
+    naming `stopped`, and every other check passes."""
+    report = check_loop(run_without_stopped, SOME, raise_on_failure=False)
+    found = failures_by_check(report)
+    assert set(found) == {"I10-consumer-stop"}
+    assert "has no `stopped`" in found["I10-consumer-stop"]
+
+
+@pytest.mark.parametrize(
+    ("returned", "says"),
+    [
+        (None, "returned None"),
+        (BareResult("abc"), "result.tokens is not a sequence of token ids"),
+        (42, "has no `tokens`"),
+    ],
+)
+def test_a_malformed_result_fails_every_check_naming_the_field(returned, says):
+    """A loop returning None, a result whose tokens are not ids, or an int fails every check
+    that ran with a message naming what is wrong; nothing raises out of check_loop."""
+
+    def broken(base, head, prompt, **kw):
+        onebit.run(base, head, prompt, **kw)
+        return returned
+
+    report = check_loop(broken, SOME, raise_on_failure=False)
+    assert len(report.failures) == report.ran
+    assert all(says in f.message for f in report.failures), report.failures[0].message
+
+
+def test_missing_stats_fields_fail_the_stats_check_naming_them():
+    """stats without `steps` fails I12-stats naming `steps`; the token checks still pass."""
+
+    def no_steps(base, head, prompt, **kw):
+        result = onebit.run(base, head, prompt, **kw)
+        stats = {n: getattr(result.stats, n) for n in ("batches", "rounds", "proposed",
+                                                       "accepted", "passes_per_token")}
+        return BareResult(result.tokens, type("Stats", (), stats)())
+
+    found = failures_by_check(check_loop(no_steps, SOME, raise_on_failure=False))
+    assert "I12-stats" in found and "has no `steps`" in found["I12-stats"]
+    assert "I1-text" not in found
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyError("k"), SystemExit(3)])
+def test_a_loop_that_raises_fails_every_check_naming_the_exception(error):
+    """A loop that raises (even SystemExit) fails every check with the exception's type and
+    message; check_loop itself returns normally."""
+
+    def raising(*args, **kwargs):
+        raise error
+
+    report = check_loop(raising, SOME, raise_on_failure=False)
+    assert len(report.failures) == report.ran > 0
+    assert all(f"the loop raised {type(error).__name__}" in f.message for f in report.failures)
+
+
+def test_expected_failures_are_xfail_and_a_stale_one_is_reported():
+    """A check declared in expected_failed_checks with a reason is xfail when it fails (the
+    report is ok), and xpass when it passes, which fails the report and says so."""
+    reason = "our loop has no `stopped` yet"
+    report = check_loop(run_without_stopped, SOME,
+                        expected_failed_checks={"I10-consumer-stop": reason})
+    assert report.ok and report.status("I10-consumer-stop") == XFAIL
+    with pytest.raises(LoopContractError, match="declared as expected failures but passed: "
+                                                "I8-pass-law-garbage"):
+        check_loop(onebit.run, SOME, expected_failed_checks={"I8-pass-law-garbage": "why"})
+    report = check_loop(onebit.run, SOME, raise_on_failure=False,
+                        expected_failed_checks={"I8-pass-law-garbage": "why"})
+    assert report.status("I8-pass-law-garbage") == XPASS and not report.ok
+
+
+@pytest.mark.parametrize("expected", [{"I99-nothing": "x"}, {"I1-text": ""}])
+def test_expected_failures_need_known_checks_and_reasons(expected):
+    """An expected failure naming no check, or without a reason, is a ValueError."""
+    with pytest.raises(ValueError, match="expected_failed_checks"):
+        check_loop(onebit.run, SOME, expected_failed_checks=expected)
+
+
+def test_loop_contract_declares_expected_failures_as_strict_xfail(pytester):
+    """`LoopContract.expected_failed_checks` makes that check's tests xfail with the reason;
+    a declared check that passes is XPASS(strict), a failure of the run."""
+    pytester.makepyfile(test_declared_in_process="""
+import pytest
+from pytest_onebit import LoopContract, Scenario
+from tests_judging_loops import run_without_stopped
+
+class TestNoStopped(LoopContract):
+    scenarios = [Scenario(stop_at=6, k=4)]
+    expected_failed_checks = {"I10-consumer-stop": "our loop has no stopped"}
+
+    @pytest.fixture
+    def loop(self):
+        return run_without_stopped
+
+class TestStale(LoopContract):
+    scenarios = [Scenario(head="garbage", k=4)]
+    expected_failed_checks = {"I8-pass-law-garbage": "believed broken"}
+""")
+    pytester.makepyfile(tests_judging_loops="""
+import onebit
+from dataclasses import dataclass
+
+@dataclass
+class BareResult:
+    tokens: list
+    stats: object
+
+def run_without_stopped(base, head, prompt, **kw):
+    result = onebit.run(base, head, prompt, **kw)
+    return BareResult(result.tokens, result.stats)
+""")
+    result = pytester.runpytest_subprocess("-rxX", "-p", "no:cacheprovider")
+    # each class: 9 checks apply to its scenario, 3 have none (skipped)
+    result.assert_outcomes(passed=16, failed=1, xfailed=1, skipped=6)
+    result.stdout.fnmatch_lines(["*TestStale.test_I8_pass_law_garbage*",
+                                 "*XPASS(strict)*believed broken*",
+                                 "*XFAIL*test_I10_consumer_stop*our loop has no stopped*"])
+
+
+def prove(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "onebit.cli", "prove", "--quick", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("module", "spec", "says"),
+    [
+        ("raise RuntimeError('no device here')", "engine_mod:run",
+         "importing engine_mod raised RuntimeError: no device here"),
+        ("import not_a_module_anywhere", "engine_mod:run", "cannot import engine_mod"),
+        ("run = 3", "engine_mod:run", "engine_mod.run is a int, not a callable"),
+        ("", "engine_mod:run", "engine_mod has no callable 'run'"),
+        ("", "engine_mod", "wants MODULE:FUNC"),
+    ],
+)
+def test_prove_with_a_loop_that_cannot_be_loaded_is_one_line_and_exit_2(tmp_path, module,
+                                                                        spec, says):
+    """`onebit prove --loop` with a module that raises at import, cannot import, or lacks a
+    callable exits 2 with one line on stderr naming the problem, and no traceback."""
+    (tmp_path / "engine_mod.py").write_text(module + "\n")
+    done = prove("--loop", spec, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_prove_imports_a_loop_from_the_current_directory(tmp_path):
+    """The console script imports `--loop` from the current directory as `python -m` does: a
+    module next to the user proves, and a broken one fails with exit 1 (not 2)."""
+    (tmp_path / "my_engine.py").write_text("from onebit import run\n")
+    good = prove("--loop", "my_engine:run", cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
+    assert "0 failed: the loop keeps the contract" in good.stdout
+    (tmp_path / "bad_engine.py").write_text(
+        "import onebit\n\ndef run(*a, **k):\n    r = onebit.run(*a, **k)\n"
+        "    r.tokens.append(0)\n    return r\n")
+    bad = prove("--loop", "bad_engine:run", cwd=tmp_path)
+    assert bad.returncode == 1 and "THE LOOP BREAKS THE CONTRACT" in bad.stdout
+
+
+def test_pytest_with_a_loop_module_that_raises_is_a_usage_error(pytester):
+    """--onebit-loop naming a module that raises at import stops pytest with a usage error
+    (exit 4) and one line naming the exception, not an INTERNALERROR."""
+    pytester.makepyfile(engine_raises="raise ImportError('needs a GPU')")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest_subprocess("--onebit-loop=engine_raises:run")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*importing engine_raises raised ImportError: needs a GPU*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_standard_grid_is_unchanged():
+    """The split kept the standard grid: 130 scenarios, ids unique, the first is the
+    one-pass perfect head at k = 1."""
+    grid = standard_scenarios()
+    assert len(grid) == 130 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"
