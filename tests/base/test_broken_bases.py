@@ -37,18 +37,20 @@ def _project(pytester) -> None:
 
 def test_onebit_base_option_fails_a_broken_base_with_the_check_named(pytester):
     """`pytest --onebit-base=broken_bases:last_row_hidden` against a one-line BaseContract
-    subclass fails test_B2_commit_exact (the surviving forward mutant, on the toy) and passes
-    the checks that base does not break; the header names the base under test."""
+    subclass fails test_B2_commit_exact (the surviving forward mutant, on the toy), and B3 and
+    B6, which read last_hidden() after their batches too; it passes the other checks, and the
+    header names the base under test."""
     _project(pytester)
     result = pytester.runpytest_subprocess("--onebit-base=broken_bases:last_row_hidden",
                                            "-p", "no:cacheprovider", "-rf")
-    result.assert_outcomes(failed=2, passed=4)
+    result.assert_outcomes(failed=3, passed=3)
     result.stdout.fnmatch_lines([
         "onebit: loop onebit.loop:run, base broken_bases:last_row_hidden, device auto",
         "E   AssertionError: commit_verify(1) of a 8-row verify at 0: last_hidden(): 16 of 16 "
         "values differ from stepping's*",
         "FAILED test_mine.py::TestMyBase::test_B2_commit_exact - *",
         "FAILED test_mine.py::TestMyBase::test_B3_sequences - *",
+        "FAILED test_mine.py::TestMyBase::test_B6_determinism - *",
     ])
 
 

@@ -31,8 +31,9 @@ def test_checks_are_selected_by_id_or_name_and_unknown_ones_refused():
 def test_the_error_names_the_failed_checks_and_carries_the_report():
     """A broken base raises BaseModelContractError (an AssertionError) naming every failed
     check and the first message; `.report` has them all."""
-    with pytest.raises(BaseModelContractError, match=r"2 of 6 base checks failed "
-                       r"\(B2-commit-exact, B3-sequences\); first: B2-commit-exact: ") as info:
+    with pytest.raises(BaseModelContractError, match=r"3 of 6 base checks failed "
+                       r"\(B2-commit-exact, B3-sequences, B6-determinism\); first: "
+                       r"B2-commit-exact: ") as info:
         check_base(broken_bases.last_row_hidden)
     assert isinstance(info.value, AssertionError)
     assert "FAILED: commit_verify(1)" in info.value.report.to_text()
