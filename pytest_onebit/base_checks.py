@@ -78,14 +78,22 @@ def same(got: object, want: np.ndarray, what: str, against: str = "stepping's") 
         )
 
 
-def refused(call: Callable[[], object], what: str) -> None:
-    """`call()` must raise a ValueError or onebit.ContractError (a refusal, not a crash)."""
+def refused(call: Callable[[], object], what: str, value: object = None) -> None:
+    """`call()` must raise a ValueError or onebit.ContractError (a refusal, not a crash) whose
+    message names `value` (the row count, position or n at fault), or at least says something
+    when there is no value to name."""
     __tracebackhide__ = True
     from onebit.errors import ContractError
 
     try:
         call()
-    except (ValueError, ContractError):
+    except (ValueError, ContractError) as error:
+        message = str(error)
+        if not message.strip() or message == "None":
+            raise AssertionError(f"{what} was refused with an empty message") from error
+        if value is not None and str(value) not in message:
+            raise AssertionError(f"{what} was refused, but the message does not name {value}: "
+                                 f"{message!r}") from error
         return
     except Exception as error:  # a crash is not a refusal: say which
         raise AssertionError(
@@ -414,29 +422,30 @@ def check_refusals(s: Subject) -> None:
     """B5: a verify wider than max_batch_rows(), a step or verify at a position other than the
     committed length, an empty verify, a commit_verify with no batch pending (none yet, twice,
     after a step, after a reset) or of more rows than the batch, are refused with a ValueError
-    or onebit.ContractError, and the committed state is unchanged: the next step is stepping's."""
+    or onebit.ContractError whose message names the value at fault (row count, position, n),
+    and the committed state is unchanged: the next step is stepping's."""
     __tracebackhide__ = True
     base = s.fresh()
     script, rows = s.truth.script, s.max_rows
     s.step_to(base, 3)
-    refused(lambda: base.verify(script[3 : 4 + rows], 3), f"verify of {rows + 1} rows "
-            f"(max_batch_rows() = {rows})")
-    refused(lambda: base.step(script[3], 4), "step at 4 with 3 committed")
-    refused(lambda: base.step(script[3], 2), "step at 2 with 3 committed")
-    refused(lambda: base.verify(script[3:4], 4), "verify at 4 with 3 committed")
+    refused(lambda: base.verify(script[3 : 4 + rows], 3),
+            f"verify of {rows + 1} rows (max_batch_rows() = {rows})", rows + 1)
+    refused(lambda: base.step(script[3], 4), "step at 4 with 3 committed", 4)
+    refused(lambda: base.step(script[3], 2), "step at 2 with 3 committed", 2)
+    refused(lambda: base.verify(script[3:4], 4), "verify at 4 with 3 committed", 4)
     refused(lambda: base.verify([], 3), "an empty verify")
-    refused(lambda: base.commit_verify(1), "commit_verify(1) with no verify ever run")
+    refused(lambda: base.commit_verify(1), "commit_verify(1) with no verify ever run", 1)
     s.observe(base, 3, "after the refused calls")
     s.batch(base, 3, min(2, rows), 1)
-    refused(lambda: base.commit_verify(1), "a second commit_verify(1) of one batch")
+    refused(lambda: base.commit_verify(1), "a second commit_verify(1) of one batch", 1)
     s.step(base, 4)
-    refused(lambda: base.commit_verify(0), "commit_verify(0) after a step")
+    refused(lambda: base.commit_verify(0), "commit_verify(0) after a step", 0)
     base.verify(script[5:6], 5)
-    refused(lambda: base.commit_verify(2), "commit_verify(2) of a 1-row batch")
+    refused(lambda: base.commit_verify(2), "commit_verify(2) of a 1-row batch", 2)
     s.observe(base, 5, "after commit_verify(2) of a 1-row batch was refused")
     base.verify(script[5:6], 5)
     base.reset()
-    refused(lambda: base.commit_verify(1), "commit_verify(1) after reset() dropped the batch")
+    refused(lambda: base.commit_verify(1), "commit_verify(1) after reset() dropped the batch", 1)
     s.step_to(base, 2, check=True)
     s.observe(base, 2, "after the refusals and a reset")
 

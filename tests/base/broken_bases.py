@@ -82,6 +82,16 @@ class SilentCommit(ToyBase):
         super().commit_verify(n)
 
 
+class VagueRefusals(ToyBase):
+    """Refuses what it must, but with a message that names nothing ("invalid call"): the
+    caller cannot tell which value was wrong. Breaks B5."""
+
+    def commit_verify(self, n: int) -> None:
+        if self._pending is None:
+            raise ValueError("invalid call")
+        super().commit_verify(n)
+
+
 def _strict(cls, **config):
     def factory() -> ToyBase:
         return cls(strict=True, **config)
@@ -98,6 +108,7 @@ batch_order_logits = _strict(BatchOrderLogits)
 forgetful_reset = _strict(ForgetfulReset)
 shared_state = _strict(SharedState)
 silent_commit = _strict(SilentCommit)
+vague_refusals = _strict(VagueRefusals)
 
 # factory -> the check that must fail on it
 BROKEN = {
@@ -108,5 +119,6 @@ BROKEN = {
     "forgetful_reset": "B4-reset",
     "shared_state": "B6-determinism",
     "silent_commit": "B5-refusals",
+    "vague_refusals": "B5-refusals",
 }
 
