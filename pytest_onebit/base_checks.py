@@ -46,6 +46,10 @@ class BaseSettings:
     seed: int = 0  # picks the script's tokens
 
     def __post_init__(self) -> None:
+        positions = tuple(self.positions)
+        if any(isinstance(p, bool) or not isinstance(p, int) for p in positions):
+            raise ValueError(f"positions must be integers, got {self.positions!r}")
+        object.__setattr__(self, "positions", positions)  # a list would make it unhashable
         if not self.positions or any(p < 0 for p in self.positions):
             raise ValueError(f"positions must be non-negative and not empty: {self.positions}")
         if self.script_length < 2:

@@ -58,6 +58,9 @@ def test_bad_arguments_are_refused_with_the_value():
         check_base(ToyBase(strict=True))
     with pytest.raises(ValueError, match=r"positions must be non-negative.*\(-1,\)"):
         BaseSettings(positions=(-1,))
+    with pytest.raises(ValueError, match=r"positions must be integers, got \[0.5\]"):
+        BaseSettings(positions=[0.5])
+    assert BaseSettings(positions=[0, 7]).positions == (0, 7)  # hashable: a session cache key
     with pytest.raises(ValueError, match="examples must be >= 1, got 0"):
         BaseSettings(examples=0)
     report = check_base(dict, checks=["B1"], raise_on_failure=False)
