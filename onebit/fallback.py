@@ -1,4 +1,4 @@
-"""When drafting does not pay, stop drafting: the fallback policy of docs/tools.md.
+"""When drafting does not pay, stop drafting: the fallback policy of docs/contract.md.
 
 A round that drafts costs more than a plain step (a batch of n rows is not free, and the head
 itself takes time) and pays only in the tokens it emits. Plain decode emits one token per step,

@@ -137,7 +137,11 @@ def _mutmut(root: Path, *args: str) -> str:
     done = subprocess.run([sys.executable, "-m", "mutmut", *args], cwd=root, text=True,
                           capture_output=True)
     if done.returncode != 0:
-        raise MutmutReportError(f"mutmut {' '.join(args)} failed: {done.stderr.strip()}")
+        # mutmut answers a missing run with a traceback: its last line is the reason
+        lines = [x for x in (done.stderr or done.stdout).strip().splitlines() if x.strip()]
+        reason = lines[-1].strip() if lines else f"exit status {done.returncode}"
+        raise MutmutReportError(f"mutmut {' '.join(args)} failed ({reason}); run `mutmut run` "
+                                f"in {root} first")
     return done.stdout
 
 

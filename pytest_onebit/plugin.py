@@ -84,8 +84,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrise each conformance check over the scenarios it applies to; a check the class
-    declares in `expected_failed_checks` is a strict xfail with its reason."""
+    """Parametrise each conformance check over the scenarios it applies to; the tests of a
+    check the class declares in `expected_failed_checks` are xfail with its reason."""
     name = getattr(metafunc.function, "onebit_check", None)
     if name is None or "onebit_scenario" not in metafunc.fixturenames:
         return
@@ -97,8 +97,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("onebit_scenario", [pytest.param(None, marks=skip)],
                              ids=["no-scenario"])
         return
-    reason = (getattr(metafunc.cls, "expected_failed_checks", None) or {}).get(name)
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    from pytest_onebit.conformance import validate_expected
+
+    expected = validate_expected(getattr(metafunc.cls, "expected_failed_checks", None), CHECKS)
+    reason = expected.get(name)
+    # Not strict: a declared check may fail on some scenarios only (a capped k passes I7 at
+    # small k); each passing test is reported as XPASS, each failing one as xfail.
+    marks = [pytest.mark.xfail(strict=False, reason=reason)] if reason else []
     metafunc.parametrize("onebit_scenario", [pytest.param(s, marks=marks) for s in scenarios],
                          ids=[s.id for s in scenarios])
 

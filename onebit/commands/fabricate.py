@@ -7,7 +7,7 @@ something to run on.
     onebit fabricate mtp DIR --target MODEL_DIR
 
 Target sizes default to the tiny test models (`onebit.models.tiny_config`); any size can be
-raised for benchmarks (the first example is about 56 M parameters). Projections that tile
+raised for benchmarks (the first example is about 46 M parameters). Projections that tile
 into Q4NX's 32 x 256 blocks are quantised, the rest stored as bf16; `--float` writes a
 HuggingFace-layout float checkpoint instead. A draft is sized from its target (hidden size,
 layers, vocabulary) and written as config.json + safetensors.

@@ -6,19 +6,13 @@ gives. numpy's `X @ W.T` does not (BLAS picks a different blocking for 1 and 8 r
 kernels here compute each (row, output) dot product by one fixed formula whatever the batch:
 
 - "numba": a register-tiled compiled kernel (below), parallel over blocks of output features
-  for weights of 1M entries or more (smaller ones run on one thread). Each tile holds up to
-  8 rows x 3 outputs of vector accumulators, so every weight vector loaded feeds up to 8 FMAs
-  and every row vector 3. Measured single-threaded on the 2-core box, float32 4096 x 1024
-  (`benchmarks/kernel_ab.py`, median): one row 0.57 ms, as the earlier per-row kernel
-  (memory-bound); 8 rows 0.89 ms, 1.55x a row, where the per-row kernel took 1.93 ms (3.4x);
-  16 rows 2.1 ms against 4.5. The price is compile time on first use: about 2.5 s per dtype
-  for the serial build and as much again for the parallel one (the per-row kernel: 0.5 s).
-  Tiles of 2 rows or more also prefetch (into L2) the next tile's weight rows as they go. In
-  the model, where every weight comes from memory, that took verify(8) from 1.53-1.57x a step
-  to 1.24-1.26x (`benchmarks/forward_ab.py --rounds 5`, medians of four alternated runs); a
-  step runs the 1-row tile, which has no hints (step time unchanged within noise).
-  (In `kernel_ab.py`, whose one weight stays in the cache between repeats, the hints cost a
-  little instead: read the model's numbers.) A hint changes no value.
+  for large weights (smaller ones run on one thread, where threads cost more than they
+  save). A tile holds up to 8 rows x 3 outputs of vector accumulators, so each weight vector
+  loaded feeds up to 8 FMAs and each row vector 3: a verify batch reads the weights once
+  instead of once per row. Tiles of 2 rows or more also prefetch the next tile's weight rows,
+  since in the model every weight comes from memory; a hint changes no value. The price is
+  compile time on first use, per dtype. `benchmarks/kernel_ab.py` and `forward_ab.py`
+  measure what this buys; docs/forward.md quotes their figures.
 - "numpy": one BLAS gemv per row, `W @ X[r]` (no extra dependency; verify costs n steps).
 
 "auto" is numba when it imports, else numpy. The two kernels differ from each other in the

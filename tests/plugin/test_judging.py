@@ -124,9 +124,10 @@ def test_expected_failures_need_known_checks_and_reasons(expected):
         check_loop(onebit.run, SOME, expected_failed_checks=expected)
 
 
-def test_loop_contract_declares_expected_failures_as_strict_xfail(pytester):
-    """`LoopContract.expected_failed_checks` makes that check's tests xfail with the reason;
-    a declared check that passes is XPASS(strict), a failure of the run."""
+def test_loop_contract_declares_expected_failures_as_xfail(pytester):
+    """`LoopContract.expected_failed_checks` makes that check's failing tests xfail with the
+    reason, and its passing ones XPASS, reported with the reason but not failing the run (a
+    check may fail on some scenarios only); a name that is no check is a collection error."""
     pytester.makepyfile(test_declared_in_process="""
 import pytest
 from pytest_onebit import LoopContract, Scenario
@@ -144,6 +145,12 @@ class TestStale(LoopContract):
     scenarios = [Scenario(head="garbage", k=4)]
     expected_failed_checks = {"I8-pass-law-garbage": "believed broken"}
 """)
+    pytester.makepyfile(test_typo_in_process="""
+from pytest_onebit import LoopContract
+
+class TestTypo(LoopContract):
+    expected_failed_checks = {"I7-pass-lawz": "typo"}
+""")
     pytester.makepyfile(tests_judging_loops="""
 import onebit
 from dataclasses import dataclass
@@ -157,12 +164,15 @@ def run_without_stopped(base, head, prompt, **kw):
     result = onebit.run(base, head, prompt, **kw)
     return BareResult(result.tokens, result.stats)
 """)
-    result = pytester.runpytest_subprocess("-rxX", "-p", "no:cacheprovider")
     # each class: 9 checks apply to its scenario, 3 have none (skipped)
-    result.assert_outcomes(passed=16, failed=1, xfailed=1, skipped=6)
-    result.stdout.fnmatch_lines(["*TestStale.test_I8_pass_law_garbage*",
-                                 "*XPASS(strict)*believed broken*",
-                                 "*XFAIL*test_I10_consumer_stop*our loop has no stopped*"])
+    result = pytester.runpytest_subprocess("-rxX", "-p", "no:cacheprovider",
+                                           "test_declared_in_process.py")
+    result.assert_outcomes(passed=16, xfailed=1, xpassed=1, skipped=6)
+    result.stdout.fnmatch_lines(["*XFAIL*test_I10_consumer_stop*our loop has no stopped*",
+                                 "*XPASS*test_I8_pass_law_garbage*believed broken*"])
+    typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_typo_in_process.py")
+    assert typo.ret == pytest.ExitCode.INTERRUPTED
+    typo.stdout.fnmatch_lines(["*unknown check(s) ['I7-pass-lawz']*"])
 
 
 def prove(*args: str, cwd) -> subprocess.CompletedProcess:
