@@ -15,9 +15,14 @@
 Each check of `pytest_onebit.base_checks.BASE_CHECKS` becomes one test method named after it
 (`test_B2_commit_exact`), so a failing test id names the check. Return the same factory
 object every time (a module-level function) to make the stepped truth once per session.
+Declare known failures with reasons in
+`expected_failed_checks = {"B5-refusals": "our driver cannot refuse a wide batch yet"}`: the
+test is then an xfail with that reason while it fails, and an XPASS (reported) once it passes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pytest
 
@@ -36,6 +41,7 @@ def _make_test(check: BaseCheck):
 
     test.__name__ = test.__qualname__ = base_test_name(check.name)
     test.__doc__ = check.doc
+    test.base_check = check.name  # read by the expected-failure fixture
     return test
 
 
@@ -43,6 +49,22 @@ class BaseContract:
     """Checks B1..B6 of docs/base-contract.md, one test method per named check."""
 
     base_settings: BaseSettings = BaseSettings()
+    #: check name -> why it is expected to fail (an unknown name is an error at class creation)
+    expected_failed_checks: Mapping[str, str] = {}
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = sorted(set(cls.expected_failed_checks) - set(BASE_CHECKS))
+        if unknown:
+            raise ValueError(f"{cls.__name__}.expected_failed_checks names unknown base "
+                             f"check(s) {unknown}; known: {list(BASE_CHECKS)}")
+
+    @pytest.fixture(autouse=True)
+    def _onebit_expected_failure(self, request: pytest.FixtureRequest) -> None:
+        """Mark the test of a check declared in expected_failed_checks as a (lax) xfail."""
+        reason = self.expected_failed_checks.get(getattr(request.function, "base_check", ""))
+        if reason:
+            request.node.add_marker(pytest.mark.xfail(reason=reason, strict=False))
 
     @pytest.fixture
     def base_factory(self, onebit_base):

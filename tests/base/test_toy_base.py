@@ -35,6 +35,26 @@ class TestOneRowToy(BaseContract):
         return one_row_toy
 
 
+class TestLaxToy(BaseContract):
+    """The lax toy with its B5 failure declared: B5 is an xfail with the reason, the rest
+    pass (a stale declaration would show as XPASS)."""
+
+    expected_failed_checks = {"B5-refusals": "the loop tests' toy counts misuse, it does not "
+                              "refuse it"}
+
+    @pytest.fixture
+    def base_factory(self):
+        return ToyBase
+
+
+def test_an_unknown_expected_failure_is_an_error():
+    """A BaseContract subclass that declares an expected failure of a check that does not
+    exist is refused when the class is made, naming the check."""
+    with pytest.raises(ValueError, match=r"expected_failed_checks names unknown base "
+                       r"check\(s\) \['B9-nothing'\]"):
+        type("TestWrong", (BaseContract,), {"expected_failed_checks": {"B9-nothing": "x"}})
+
+
 def test_B5_refusals_fail_the_lax_toy():
     """The lax toy (the loop tests' default) counts misuse instead of refusing it, so it fails
     B5 and only B5: B5 sees a base that accepts what it must refuse, and strict=True is the
