@@ -1,6 +1,7 @@
 """The NumPy forward's speed, measured side by side in one run (A B A B), with spreads.
 
     .venv/bin/python benchmarks/forward_ab.py [--model DIR] [--rounds 3] [--tokens 24]
+                                              [--backend host|torch|cuda|npu]
 
 Without --model it fabricates a Q4NX qwen3 of about 56 M parameters (hidden 1024, 4 layers,
 intermediate 2816, vocab 8192), big enough that a token is bound by reading the weights.
@@ -71,16 +72,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=24)
     parser.add_argument("--kernel", default="auto")
+    parser.add_argument("--backend", default="host", help="host, torch, cuda or npu")
     args = parser.parse_args()
     tmp = tempfile.TemporaryDirectory()
     path = args.model or fabricate_model(Path(tmp.name) / "m", "qwen3", hidden_size=1024,
                                          num_hidden_layers=4, num_attention_heads=16,
                                          num_key_value_heads=8, head_dim=64,
                                          intermediate_size=2816, vocab_size=8192)
-    model = load_model(path, max_batch_rows=16, kernel=args.kernel)
+    model = load_model(path, max_batch_rows=16, kernel=args.kernel, backend=args.backend)
     n = args.tokens
     onebit.greedy(model, PROMPT, max_tokens=2)  # warm-up: compile kernels, unpack weights
-    print(f"model {path}: kernel {model.kernel}, vocab {model.vocab_size}")
+    print(f"model {path}: {model.backend.describe()}, vocab {model.vocab_size}")
 
     bandwidth = memcpy_gbps()
     nbytes = weight_bytes(model)
@@ -125,7 +127,8 @@ def main() -> None:
     # unpack once vs per token (fewer tokens: the slow arm unpacks every weight per token)
     m = max(4, n // 4)
     cached, per_token, shas = [], [], set()
-    slow = load_model(path, max_batch_rows=16, kernel=args.kernel, unpack_per_token=True)
+    slow = load_model(path, max_batch_rows=16, kernel=args.kernel, unpack_per_token=True,
+                      backend=args.backend)
     onebit.greedy(slow, PROMPT, max_tokens=1)
     for _ in range(args.rounds):
         t = _timed(lambda: shas.add(tokens_sha(onebit.greedy(model, PROMPT, max_tokens=m)

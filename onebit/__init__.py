@@ -4,7 +4,13 @@ The public face: the protocols a base model and a draft head implement, the loop
 the reference `greedy()`, and the errors. See `docs/contract.md` for the contract.
 """
 
-from onebit.errors import BaseContractError, ContractError, HeadContractError
+from onebit.errors import (
+    BaseContractError,
+    ContractError,
+    DecodeError,
+    HeadContractError,
+    PartError,
+)
 from onebit.fallback import Fallback
 from onebit.loop import RunResult, RunStats, check_request, greedy, run
 from onebit.protocols import BaseModel, DraftHead
@@ -12,8 +18,9 @@ from onebit.protocols import BaseModel, DraftHead
 
 def load_model(path, **options):
     """Load a model directory (a Q4NX container or a HuggingFace checkpoint) as a `BaseModel`;
-    see `onebit.models.load_model` for the options. Imported on first use: the loop does not
-    need the forward (or numba)."""
+    see `onebit.models.load_model` for the options, `backend="host" | "torch" | "cuda" | "npu"`
+    among them (docs/device.md). Imported on first use: the loop does not need the forward (or
+    numba)."""
     from onebit.models import load_model as load
 
     return load(path, **options)
@@ -23,9 +30,11 @@ __all__ = [
     "BaseContractError",
     "BaseModel",
     "ContractError",
+    "DecodeError",
     "DraftHead",
     "Fallback",
     "HeadContractError",
+    "PartError",
     "RunResult",
     "RunStats",
     "check_request",

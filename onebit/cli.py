@@ -10,8 +10,18 @@ import sys
 COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error as one line on stderr and exit 2, like every other bad
+    input (subcommand parsers inherit the class); --help still prints the usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)",
+              file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="onebit", description="Speculative decoding that emits exactly what greedy emits."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -10,6 +10,7 @@ this file as stand-alone modules.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onebit.errors import BaseContractError, ContractError, HeadContractError
+from onebit.errors import (
+    BaseContractError,
+    DecodeError,
+    HeadContractError,
+    PartError,
+)
 from onebit.fallback import Fallback, FallbackWatch
 from onebit.protocols import BaseModel, DraftHead
 
@@ -114,6 +120,9 @@ def _argmax_row(logits: np.ndarray, vocab: int, pos: int) -> int:
             f"expected ({vocab},)",
             pos=pos,
         )
+    if row.dtype.kind not in "fiu":  # bools, strings, objects are no scores to argmax
+        raise BaseContractError(f"base returned logits of dtype {row.dtype} scoring position "
+                                f"{pos}; expected numbers", pos=pos)
     if not np.isfinite(row).all():
         raise BaseContractError(f"base returned non-finite logits scoring position {pos}", pos=pos)
     return int(np.argmax(row))
@@ -128,6 +137,9 @@ def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray
             f"expected ({n}, {vocab})",
             pos=pos,
         )
+    if rows.dtype.kind not in "fiu":
+        raise BaseContractError(f"base.verify at position {pos} returned logits of dtype "
+                                f"{rows.dtype}; expected numbers", pos=pos)
     if not np.isfinite(rows).all():
         bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
         raise BaseContractError(
@@ -136,6 +148,97 @@ def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray
             pos=pos + bad + 1,
         )
     return np.argmax(rows, axis=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults: whatever stops a run, the caller learns what was emitted (docs/errors.md)
+
+
+class _Part:
+    """A base, head or consumer as the loop sees it: every call goes through, and whatever it
+    raises that is not already a `DecodeError` becomes a `PartError` naming the part and the
+    call, with the original as `__cause__` (so the run can attach what it emitted). Each
+    method's wrapper is made once per run and kept, so a call costs one extra frame."""
+
+    def __init__(self, part: object, name: str) -> None:
+        self._part = part
+        self._name = name
+
+    def _guard(self, what: str, fn: Callable) -> Callable:
+        culprit = self._name
+
+        def call(*args: object) -> object:
+            try:
+                return fn(*args)
+            except DecodeError:
+                raise
+            except Exception as error:
+                raise PartError(f"{what} raised {type(error).__name__}: {error}",
+                                culprit=culprit) from error
+
+        return call
+
+    def __getattr__(self, attr: str) -> object:
+        value = self._guard(f"{self._name}.{attr}", getattr)(self._part, attr)
+        if not callable(value):
+            return value  # read each time: a property may change (vocab_size does not)
+        call = self.__dict__[attr] = self._guard(f"{self._name}.{attr}()", value)
+        return call
+
+
+def _guarded(part: object, name: str) -> object:
+    """`part` behind a `_Part`; a consumer (a plain callable) behind one guarded call."""
+    if part is None:
+        return None
+    guard = _Part(part, name)
+    return guard._guard(name, part) if name == "consumer" else guard  # type: ignore[arg-type]
+
+
+def _settled(error: BaseException, emitted: list[int], pos: int) -> BaseException:
+    """What a decode that stopped on `error` raises: a `DecodeError` carrying `emitted` (what
+    the base committed after the prompt). An exception the loop itself raised is wrapped
+    (culprit "loop"); KeyboardInterrupt and SystemExit keep their type and get `emitted`."""
+    if isinstance(error, DecodeError):
+        error.emitted = list(emitted)
+        error.pos = pos if error.pos is None else error.pos
+        return error
+    if not isinstance(error, Exception):
+        with contextlib.suppress(AttributeError):  # a type that takes no attributes
+            error.emitted = list(emitted)  # type: ignore[attr-defined]
+        return error
+    wrapped = PartError(f"the loop raised {type(error).__name__}: {error}", culprit="loop",
+                        pos=pos)
+    wrapped.emitted = list(emitted)
+    return wrapped
+
+
+def _prompt_rows(rows: list[np.ndarray]) -> np.ndarray:
+    """The prompt's hidden rows as one `[P, H]` array; rows of different shapes (or not
+    1-D) are the base's contract error, naming the first position that differs."""
+    for pos, row in enumerate(rows):
+        if row.ndim != 1 or row.shape != rows[0].shape:
+            raise BaseContractError(
+                f"base.last_hidden() after prompt position {pos} has shape {row.shape}; "
+                f"expected a 1-D row like position 0's {rows[0].shape}", pos=pos)
+    return np.stack(rows)
+
+
+def _short(value: object) -> str:
+    text = " ".join(repr(value).split())  # one line, however the value prints
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _drafts_of(proposed: object, pos: int) -> list:
+    """`head.propose`'s answer as a list: None, a list, a tuple or a 1-D array of token ids.
+    Anything else (an int, a 2-D array) is the head's contract error."""
+    if proposed is None:
+        return []
+    if not (isinstance(proposed, list | tuple)
+            or isinstance(proposed, np.ndarray) and proposed.ndim == 1):
+        raise HeadContractError(
+            f"head.propose returned {type(proposed).__name__} {_short(proposed)} for position "
+            f"{pos + 1}; expected a list of token ids", pos=pos + 1)
+    return list(proposed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,12 +258,12 @@ class _Decode:
         on_token: OnToken | None,
         fallback: Fallback | None = None,
     ) -> None:
-        self.base = base
-        self.head = head
+        self.base = _guarded(base, "base")
+        self.head = _guarded(head, "head")
         self.prompt = prompt
         self.max_tokens = max_tokens
         self.k = k
-        self.on_token = on_token
+        self.on_token = _guarded(on_token, "consumer")
         self.fallback = fallback
         self.watch: FallbackWatch | None = None  # set at prefill when there is a policy
         self.vocab = base.vocab_size
@@ -208,9 +311,11 @@ class _Decode:
                     self.head = None
                     self.stats.fallback_round = self.stats.rounds
                     self.stats.fallback_emitted = self.stats.emitted
-        except ContractError as error:
-            error.emitted = list(self.tokens)
-            raise
+        except BaseException as error:
+            settled = _settled(error, self.tokens, len(self.prompt) + len(self.tokens))
+            if settled is error:
+                raise
+            raise settled from error
         return self.result
 
     def falls_back(self, watch: FallbackWatch, before: tuple) -> bool:
@@ -242,7 +347,7 @@ class _Decode:
         if self.fallback is not None:
             self.watch = FallbackWatch(self.fallback, step_seconds)
         if self.head is not None:
-            self.head.commit_rows(self.prompt, np.stack(rows), len(self.prompt))
+            self.head.commit_rows(self.prompt, _prompt_rows(rows), len(self.prompt))
         pos = len(self.prompt)
         return _argmax_row(logits, self.vocab, pos), pos
 
@@ -250,10 +355,11 @@ class _Decode:
         """Consume t1 with one step; the head gets its row."""
         logits = self.base.step(t1, pos)
         self.stats.steps += 1
+        going = self.emit(t1)  # emitted once committed: a head that fails next loses nothing
         if self.head is not None:
             self.head.commit_rows([t1], np.asarray(self.base.last_hidden())[None, :], 1)
         after = pos + 1
-        if not self.emit(t1):
+        if not going:
             return t1, after  # the run ends: these logits are never read
         return _argmax_row(logits, self.vocab, after), after
 
@@ -261,10 +367,10 @@ class _Decode:
         """Ask the head for up to `room` drafts; cut to the room and check each token."""
         assert self.head is not None
         self.stats.drafts_asked += 1
-        drafts = list(self.head.propose(t1, pos, room, hidden) or ())[:room]
+        drafts = _drafts_of(self.head.propose(t1, pos, room, hidden), pos)[:room]
         for slot, draft in enumerate(drafts):
             try:
-                draft = operator.index(draft)
+                draft = None if isinstance(draft, bool) else operator.index(draft)
             except TypeError:
                 draft = None
             if draft is None or not 0 <= draft < self.vocab:
@@ -330,10 +436,11 @@ class _Decode:
         already rejects never reach a batch (docs/contract.md, two-pass)."""
         logits = self.base.step(t1, pos)
         self.stats.steps += 1
+        going = self.emit(t1)  # emitted once committed: a head that fails next loses nothing
         hidden = np.asarray(self.base.last_hidden())
         self.head.commit_rows([t1], hidden[None, :], 1)  # type: ignore[union-attr]
         after = pos + 1
-        if not self.emit(t1):
+        if not going:
             return t1, after  # the run ends: these logits are never read
         b = _argmax_row(logits, self.vocab, after)
         room = min(self.k, max_rows, self.budget_left())
@@ -364,6 +471,8 @@ def run(
 
     `fallback` (a `onebit.Fallback`) switches the run to plain steps, without the head, after
     consecutive rounds that cost more than they emit; `stats.fallback_round` says when."""
+    if k is None:
+        raise ValueError("k must be an integer, got None (plain decode is head=None)")
     tokens = check_request(base, prompt, max_tokens=max_tokens, k=k)
     if fallback is not None and not isinstance(fallback, Fallback):
         raise ValueError(f"fallback must be a onebit.Fallback or None, got {fallback!r}")
@@ -382,14 +491,15 @@ def greedy(
     Written apart from `run()` (no shared rounds) so that a bug in the loop cannot hide in
     its own reference."""
     tokens = check_request(base, prompt, max_tokens=max_tokens)
+    base, on_token = _guarded(base, "base"), _guarded(on_token, "consumer")
     result = RunResult()
     stats = result.stats
-    base.reset()
-    for pos, token in enumerate(tokens):
-        logits = base.step(token, pos)
-    stats.prefill_steps = len(tokens)
-    pos = len(tokens)
     try:
+        base.reset()
+        for pos, token in enumerate(tokens):
+            logits = base.step(token, pos)
+        stats.prefill_steps = len(tokens)
+        pos = len(tokens)
         while len(result.tokens) < max_tokens:
             token = _argmax_row(logits, base.vocab_size, pos)
             logits = base.step(token, pos)
@@ -401,7 +511,9 @@ def greedy(
             if on_token is not None and on_token(token) is False:
                 result.stopped = True
                 break
-    except ContractError as error:
-        error.emitted = list(result.tokens)
-        raise
+    except BaseException as error:
+        settled = _settled(error, result.tokens, len(tokens) + len(result.tokens))
+        if settled is error:
+            raise
+        raise settled from error
     return result

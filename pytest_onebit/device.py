@@ -17,9 +17,11 @@ from functools import cache
 XRT_PYTHON = "/opt/xilinx/xrt/python"
 NPU_NAMES = ("npu", "ryzen ai", "xdna", "phoenix", "strix", "krackan", "hawk")
 KERNEL_DIR_ENV = "ONEBIT_KERNEL_DIR"
-# auto: the NPU if the probe passes; npu: the same, by name; host: the NumPy reference forward
-# on a fabricated model, so the device tests themselves can be run (and trusted) anywhere.
-BACKENDS = ("auto", "npu", "host")
+# auto: the NPU if its probe passes, else CUDA if torch sees a GPU (never a CPU backend);
+# npu, cuda: that accelerator, by name; torch: CPU torch (a second implementation of the
+# products, run in CI); host: the NumPy reference forward, so the device tests themselves can
+# be run (and trusted) anywhere.
+BACKENDS = ("auto", "host", "torch", "cuda", "npu")
 
 
 @dataclass(frozen=True)
@@ -78,17 +80,95 @@ def cached_probe() -> ProbeResult:
     return probe_npu()
 
 
-def skip_reason(backend: str) -> str | None:
-    """Why device tests cannot run on `backend` here, or None when they can."""
+def torch_missing(cuda: bool) -> str | None:
+    """Why the torch (or, with `cuda`, the CUDA) backend cannot run here, or None."""
+    try:
+        import torch
+    except ImportError as error:
+        return f"torch does not import ({error}); pip install 'onebit[peer]'"
+    if not cuda:
+        return None
+    from onebit.backends.torch_backend import cuda_missing
+
+    missing = cuda_missing(torch)
+    return None if missing is None else f"no CUDA: {missing}"
+
+
+def resolve(backend: str) -> tuple[str | None, str | None]:
+    """`(backend to use, None)` or `(None, why none can be used here)`; auto picks the NPU,
+    then CUDA."""
     if backend not in BACKENDS:
-        return f"unknown --onebit-device {backend!r}; choose one of {BACKENDS}"
+        return None, f"unknown --onebit-device {backend!r}; choose one of {BACKENDS}"
     if backend == "host":
         try:
             import onebit.models  # noqa: F401
         except ImportError as error:
-            return f"--onebit-device=host: the NumPy forward does not import ({error})"
-        return None
+            return None, f"--onebit-device=host: the NumPy forward does not import ({error})"
+        return "host", None
+    if backend in ("torch", "cuda"):
+        reason = torch_missing(cuda=backend == "cuda")
+        return (backend, None) if reason is None else (None, reason)
     result = cached_probe()
     if result.ok:
-        return "the NPU probe passed, but onebit has no NPU forward yet"
-    return f"no NPU: {result.reason}"
+        return "npu", None
+    if backend == "npu":
+        return None, f"no NPU: {result.reason}"
+    cuda = torch_missing(cuda=True)
+    if cuda is None:
+        return "cuda", None
+    return None, f"no NPU: {result.reason}; {cuda}"
+
+
+def skip_reason(backend: str) -> str | None:
+    """Why device tests cannot run on `backend` here, or None when they can."""
+    return resolve(backend)[1]
+
+
+# -- building the device forward (called by the plugin's fixtures) ---------------------------
+
+FAMILIES = ("qwen3", "qwen3_5")
+
+
+def matrix_shapes(model_dir) -> list[tuple[int, int]]:
+    """The `[out, in]` shapes of every product the model in `model_dir` runs (the lm_head
+    included: it has the embedding's shape)."""
+    from onebit.models.config import ModelConfig
+    from onebit.models.weights import CONFIG_FILE, expected_shapes
+
+    config = ModelConfig.from_file(os.path.join(model_dir, CONFIG_FILE))
+    return sorted({s for s in expected_shapes(config).values() if len(s) == 2})
+
+
+def missing_npu_kernels(model_dir, kernel_dir: str) -> str | None:
+    """Probe step 6 for one model: why the kernels in `kernel_dir` cannot serve it, or None."""
+    from onebit.backends import BackendError
+    from onebit.backends.npu.manifest import kernel_for, load_manifest
+
+    try:
+        specs = load_manifest(kernel_dir)
+        for out_features, in_features in matrix_shapes(model_dir):
+            kernel_for(specs, out_features, in_features)
+    except BackendError as error:
+        return f"no kernel artefacts for the model: {error}"
+    return None
+
+
+def make_backend(name: str, model_dir, *, resident: bool = True, emulation=None):
+    """The backend `name` for the model in `model_dir`. For "npu", `emulation` (an object with
+    `pyxrt` and `kernel_dir(shapes)`) replaces the real pyxrt and $ONEBIT_KERNEL_DIR."""
+    from onebit.backends import make_backend as build
+
+    if name != "npu":
+        return build(name, resident=resident)
+    from onebit.backends.npu import NpuBackend
+
+    if emulation is not None:
+        folder = str(emulation.kernel_dir(matrix_shapes(model_dir)))
+        return NpuBackend(folder, pyxrt=emulation.pyxrt, resident=resident)
+    folder = os.environ.get(KERNEL_DIR_ENV, "")
+    missing = missing_npu_kernels(model_dir, folder)
+    if missing is not None:
+        import pytest
+
+        pytest.skip(f"no NPU: {missing}")
+    return NpuBackend(folder, resident=resident)

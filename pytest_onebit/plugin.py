@@ -31,7 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--onebit-device",
         default="auto",
         choices=DEVICE_BACKENDS,
-        help="which backend device_base uses (default auto: the NPU if the probe passes)",
+        help="the backend device tests run on (default auto: the NPU if its probe passes, "
+        "else CUDA)",
     )
     add_base_options(group)
 
@@ -76,6 +77,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("device") is not None:
+        if "onebit_device" in item.fixturenames:
+            return  # the fixture decides (and may use an emulation a conftest provides)
         from pytest_onebit import device as device_probe
 
         reason = device_probe.skip_reason(item.config.getoption("onebit_device"))
@@ -191,19 +194,69 @@ def plain_decode():
     return decode
 
 
-@pytest.fixture
-def device_base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """The real forward on the selected backend (device tests only). `host` is the NumPy
-    forward on a fabricated Qwen3.5 hybrid (GDN and attention layers), so a partial accept
-    must roll the recurrent state back exactly."""
+@pytest.fixture(scope="session")
+def onebit_npu_emulation():
+    """None: the NPU backend uses the real pyxrt and $ONEBIT_KERNEL_DIR. A project's conftest
+    may override it with an emulation: an object with `pyxrt` (a module-like object) and
+    `kernel_dir(shapes)` (a folder of kernels serving those `[out, in]` shapes)."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def onebit_device(request: pytest.FixtureRequest, onebit_npu_emulation) -> str:
+    """The backend device tests run on: --onebit-device, auto resolved. Skips with the probe's
+    reason where it cannot run (an emulated NPU always can)."""
     from pytest_onebit import device as device_probe
 
-    backend = request.config.getoption("onebit_device")
-    reason = device_probe.skip_reason(backend)
-    if reason is not None:
+    wanted = request.config.getoption("onebit_device")
+    if wanted == "npu" and onebit_npu_emulation is not None:
+        return "npu"
+    name, reason = device_probe.resolve(wanted)
+    if name is None:
         pytest.skip(reason)
-    if backend != "host":
-        pytest.skip("the NPU probe passed, but onebit has no NPU forward yet")
-    from onebit.models import fabricate_model, load_model
+    return name
 
-    return load_model(fabricate_model(tmp_path_factory.mktemp("host-model"), "qwen3_5"))
+
+@pytest.fixture(scope="session")
+def device_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """family ("qwen3", "qwen3_5") -> a fabricated tiny model (Q4NX), written once."""
+    from onebit.models import fabricate_model
+    from pytest_onebit.device import FAMILIES
+
+    return {f: fabricate_model(tmp_path_factory.mktemp(f"device-{f}"), f) for f in FAMILIES}
+
+
+@pytest.fixture
+def device_model(onebit_device, onebit_npu_emulation, device_model_dirs):
+    """Factory: `device_model(family="qwen3_5", **load_options)`: the fabricated model of that
+    family on the device backend, weights resident unless `unpack_per_token=True`."""
+    from onebit.models import load_model
+    from onebit.models.weights import unpack_per_token_from_env
+    from pytest_onebit.device import make_backend
+
+    def build(family: str = "qwen3_5", **options):
+        path = device_model_dirs[family]
+        per_token = options.get("unpack_per_token")
+        resident = not (unpack_per_token_from_env() if per_token is None else per_token)
+        backend = make_backend(onebit_device, path, resident=resident,
+                               emulation=onebit_npu_emulation)
+        return load_model(path, backend=backend, **options)
+
+    return build
+
+
+@pytest.fixture
+def host_model(device_model_dirs):
+    """Factory: `host_model(family="qwen3_5", **load_options)`: the same model on the host
+    backend, the reference device logits are held to."""
+    from onebit.models import load_model
+
+    return lambda family="qwen3_5", **options: load_model(device_model_dirs[family], **options)
+
+
+@pytest.fixture
+def device_base(device_model):
+    """The real forward on the selected backend (device tests only): the fabricated Qwen3.5
+    hybrid (GDN and attention layers), so a partial accept must roll the recurrent state back
+    exactly."""
+    return device_model("qwen3_5")

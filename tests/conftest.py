@@ -1,5 +1,9 @@
 """The project's own tests: the onebit plugin is loaded by its entry point (pip install -e)."""
 
+import sys
+from pathlib import Path
+
+import pytest
 from hypothesis import settings
 
 from pytest_onebit import profiles
@@ -10,3 +14,31 @@ pytest_plugins = ["pytester"]  # the plugin's own tests run it in fresh projects
 # this conftest is imported before that, so it registers them itself.
 profiles.register()
 settings.load_profile("onebit")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--emulate-npu",
+        action="store_true",
+        help="run --onebit-device=npu against the pyxrt emulation of tests/backends (it proves "
+        "the backend's choreography, not the hardware)",
+    )
+
+
+@pytest.fixture(scope="session")
+def onebit_npu_emulation(request, tmp_path_factory):
+    """With --emulate-npu: the pyxrt emulation and kernel folders written for each model's
+    shapes; otherwise the plugin's default (the real pyxrt)."""
+    if not request.config.getoption("emulate_npu"):
+        return None
+    sys.path.insert(0, str(Path(__file__).parent / "backends"))  # as its own tests import it
+    from pyxrt_emulation import Emulator, write_kernel_dir
+
+    class Emulation:
+        pyxrt = Emulator().module
+
+        @staticmethod
+        def kernel_dir(shapes):
+            return write_kernel_dir(tmp_path_factory.mktemp("npu-kernels"), shapes)
+
+    return Emulation()

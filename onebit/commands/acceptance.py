@@ -43,7 +43,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", required=True, choices=HEADS)
     parser.add_argument("--draft", metavar="DIR", default=None,
                         help="the draft's directory (config.json + *.safetensors), for "
-                        "dflash and mtp")
+                        "dflash and mtp (mtp without it: the model's own MTP layers)")
     parser.add_argument("--prompt-ids", required=True, metavar="FILE",
                         help="prompts, one per line, as token ids separated by spaces or commas")
     parser.add_argument("--tokens", type=int, default=64,
@@ -71,7 +71,8 @@ def main(args: argparse.Namespace) -> int:
         target = load_target(args.model)
         prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
         head = make_head(args.head, target, draft=args.draft, k=args.k or 8,
-                         ngram_n=args.ngram_n, prompts=prompts, tokens=args.tokens)
+                         ngram_n=args.ngram_n, prompts=prompts, tokens=args.tokens,
+                         model=args.model)
         k = args.k or natural_k(head)
         progress = Progress(len(prompts) * args.tokens, "acceptance")
         try:

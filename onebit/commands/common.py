@@ -31,6 +31,11 @@ def emit(text: str) -> None:
         print(text, flush=True)
     except BrokenPipeError:
         quiet_stdout()
+    except OSError as error:  # a full disk, a device that refuses: the report is lost; say so
+        quiet_stdout()  # what is left in the buffer would fail again at exit
+        print(f"onebit: error: cannot write the report to stdout: {error.strerror or error}",
+              file=sys.stderr)
+        raise SystemExit(BAD_INPUT) from None
 
 
 def add_format(parser: argparse.ArgumentParser, choices=("text", "md", "json"),

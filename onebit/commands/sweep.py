@@ -46,19 +46,23 @@ def main(args: argparse.Namespace) -> int:
     from onebit.fallback import Fallback
     from onebit.tools.inputs import ToolInputError, load_target, make_head, read_prompt_ids
     from onebit.tools.progress import Progress
-    from onebit.tools.sweep import parse_ks, plot, sweep
+    from onebit.tools.sweep import check_plot_target, parse_ks, plot, sweep
 
     try:
         ks = parse_ks(args.k)
+        if args.plot:
+            check_plot_target(args.plot)
         fallback = None if args.fallback is None else Fallback(window=args.fallback)
         if args.tokens < 1:
             raise ToolInputError(f"--tokens must be >= 1, got {args.tokens}")
         if args.repeats < 1:
             raise ToolInputError(f"--repeats must be >= 1, got {args.repeats}")
         target = load_target(args.model)
+        most = target.max_batch_rows()  # a two-pass round verifies k rows, a one-pass k + 1
+        ks = parse_ks(args.k, most, f"the model verifies at most {most} rows in one pass")
         prompts = read_prompt_ids(args.prompt_ids, target.vocab_size)
         head = make_head(args.head, target, draft=args.draft, k=max(ks), ngram_n=args.ngram_n,
-                         prompts=prompts, tokens=args.tokens)
+                         prompts=prompts, tokens=args.tokens, model=args.model)
         progress = Progress((len(ks) + 1) * args.repeats * len(prompts), "sweep")
         try:
             report = sweep(target, head, prompts, ks=ks, tokens=args.tokens,
@@ -71,7 +75,10 @@ def main(args: argparse.Namespace) -> int:
         return fail("sweep", error)
     emit(report.render(args.format))
     if args.plot:
-        why = plot(report, args.plot)
+        try:
+            why = plot(report, args.plot)
+        except (OSError, ValueError) as error:  # checked before the run; the disk may fill
+            return fail("sweep", f"--plot {args.plot}: {error}")
         if why:
             print(f"onebit sweep: plot skipped: {why}", file=sys.stderr)
         else:

@@ -2,7 +2,8 @@
 
 - `NgramHead` (ngram.py): prompt lookup, no weights, one-pass;
 - `DFlashHead` (dflash.py): a block-diffusion draft over the target's layer outputs, one-pass;
-- `MTPHead` (mtp.py): an EAGLE-style layer over the target's hidden after t1, two-pass;
+- `MTPHead` (mtp.py): an EAGLE-style layer over the target's hidden after t1, two-pass: a
+  Qwen3-style MTP draft, or a Qwen3.5 checkpoint's own `mtp.*` layers (qwen3_5_mtp.py);
 - `GreedyOracleHead` (oracle.py): the target's own greedy text, known in advance (the ceiling).
 
 Each implements `onebit.DraftHead`. The weighted heads take their target (duck-typed, see
@@ -11,13 +12,13 @@ heads know the protocols, not `onebit.models`.
 """
 
 from onebit.heads.dflash import (
-    DFlashConfig,
     DFlashDraft,
     DFlashHead,
     fabricate_dflash,
     load_dflash,
     tiny_dflash_config,
 )
+from onebit.heads.dflash_config import DFlashConfig, build_target_layer_ids
 from onebit.heads.errors import DraftError, DraftFileError, DraftMismatchError
 from onebit.heads.mtp import (
     MTPConfig,
@@ -29,6 +30,7 @@ from onebit.heads.mtp import (
 )
 from onebit.heads.ngram import NgramHead
 from onebit.heads.oracle import GreedyOracleHead
+from onebit.heads.qwen3_5_mtp import Qwen35MTPConfig, add_own_mtp, load_own_mtp
 
 __all__ = [
     "DFlashConfig",
@@ -42,10 +44,14 @@ __all__ = [
     "MTPDraft",
     "MTPHead",
     "NgramHead",
+    "Qwen35MTPConfig",
+    "add_own_mtp",
+    "build_target_layer_ids",
     "fabricate_dflash",
     "fabricate_mtp",
     "load_dflash",
     "load_mtp",
+    "load_own_mtp",
     "tiny_dflash_config",
     "tiny_mtp_config",
 ]

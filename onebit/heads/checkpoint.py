@@ -2,22 +2,28 @@
 
 Float tensors (F16 / F32 / F64) are read with the `safetensors` package; BF16, which numpy
 lacks, is read as its 16-bit patterns through the file's (validated) header and widened to
-float32. Every failure is a `DraftFileError` naming the file and tensor.
+float32. `read_tensors(path, keep=...)` reads only the tensors a head needs (the MTP weights of
+a whole target checkpoint, say), opening only the shards the index names for them. Drafts are
+written as published ones are: BF16 tensors in `model.safetensors`. Every failure is a
+`DraftFileError` naming the file and tensor.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from onebit.heads.errors import DraftFileError
+from onebit.models.files import check_regular, read_small
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
 
 
 def read_config(path: str | Path) -> tuple[dict[str, Any], str]:
@@ -26,33 +32,46 @@ def read_config(path: str | Path) -> tuple[dict[str, Any], str]:
     if not Path(path).is_dir():
         raise DraftFileError(f"{path}: not a directory (a draft is a directory with "
                              f"{CONFIG_FILE} and *.safetensors)")
-    try:
-        raw = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise DraftFileError(f"{file}: no such file (a draft directory needs it)") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise DraftFileError(f"{file}: cannot read: {error}") from None
-    except json.JSONDecodeError as error:
+    try:  # a regular UTF-8 file only: a FIFO in its place is refused, not waited on
+        raw = json.loads(read_small(file, DraftFileError))
+    except (json.JSONDecodeError, RecursionError) as error:
         raise DraftFileError(f"{file}: not valid JSON: {error}") from None
     if not isinstance(raw, dict):
         raise DraftFileError(f"{file}: expected a JSON object, got {type(raw).__name__}")
     return raw, str(file)
 
 
-def read_tensors(path: str | Path) -> dict[str, np.ndarray]:
-    """Every tensor of every `*.safetensors` file in `path`, as float32 arrays."""
+def read_tensors(path: str | Path,
+                 keep: Callable[[str], bool] | None = None) -> dict[str, np.ndarray]:
+    """The tensors of the `*.safetensors` files in `path` whose names `keep` accepts (all when
+    None), as float32 arrays. With an index (`model.safetensors.index.json`), only the shards
+    it names for kept tensors are opened; tensors not kept are never read."""
     files = sorted(Path(path).glob("*.safetensors"))
     if not files:
         raise DraftFileError(f"{path}: no *.safetensors file")
+    index = Path(path) / INDEX_FILE
+    if keep is not None and index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise DraftFileError(f"{index}: not a safetensors index: {error}") from None
+        wanted = {weight_map[name] for name in weight_map if keep(name)}
+        files = [f for f in files if f.name in wanted]
     tensors: dict[str, np.ndarray] = {}
+    seen: dict[str, Path] = {}
     for file in files:
-        tensors.update(_read_file(file))
+        for name, value in _read_file(file, keep).items():
+            if name in seen:
+                raise DraftFileError(f"tensor '{name}' is in both {seen[name]} and {file}; "
+                                     "nothing says which one to load")
+            tensors[name], seen[name] = value, file
     return tensors
 
 
-def _read_file(file: Path) -> dict[str, np.ndarray]:
+def _read_file(file: Path, keep: Callable[[str], bool] | None = None) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError, safe_open
 
+    check_regular(file, DraftFileError)
     try:
         handle = safe_open(str(file), framework="numpy")
     except (SafetensorError, OSError, ValueError) as error:
@@ -62,6 +81,8 @@ def _read_file(file: Path) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     with handle as f:
         for name in f.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+            if keep is not None and not keep(name):
+                continue
             dtype = f.get_slice(name).get_dtype()
             if dtype == "BF16":
                 out[name] = _read_bf16(file, name)
@@ -102,6 +123,18 @@ def check_shapes(
             )
 
 
+def check_known(tensors: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]],
+                source: str, what: str) -> None:
+    """Refuse tensors the head does not read: a weight it would ignore changes what the
+    checkpoint computes (DFlash2's convolutions, say), so loading it silently is wrong."""
+    unknown = sorted(set(tensors) - set(shapes))
+    if unknown:
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise DraftFileError(f"{source}: tensor '{unknown[0]}'{more} is not part of {what}; "
+                             "a checkpoint with weights this head does not compute with is "
+                             "refused rather than run without them")
+
+
 def strip_prefix(
     tensors: dict[str, np.ndarray], prefixes: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
@@ -116,13 +149,41 @@ def strip_prefix(
     return out
 
 
-def write_draft(path: str | Path, config: dict[str, Any], tensors: dict[str, np.ndarray]) -> Path:
-    """Write `config.json` and `model.safetensors` (float32) to directory `path`."""
-    from safetensors.numpy import save_file
-
+def write_draft(path: str | Path, config: dict[str, Any], tensors: dict[str, np.ndarray],
+                *, name: str = WEIGHTS_FILE) -> Path:
+    """Write `config.json` and the tensors, in BF16 as published drafts are, to `path`."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     (path / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
-    save_file({k: np.ascontiguousarray(v, np.float32) for k, v in tensors.items()},
-              str(path / WEIGHTS_FILE))
+    write_bf16(path / name, tensors)
     return path
+
+
+def to_bf16_bits(value: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns, rounded to nearest even (as torch rounds); NaN stays
+    a (quiet) NaN rather than rounding into the exponent."""
+    value = np.ascontiguousarray(value, np.float32)
+    bits = value.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(value), np.uint16(0x7FC0), rounded).astype(np.uint16)
+
+
+def write_bf16(file: str | Path, tensors: dict[str, np.ndarray]) -> Path:
+    """A safetensors file holding every tensor as BF16 (numpy has no bfloat16, and
+    `safetensors.numpy` cannot write it, so the header is written here)."""
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    blobs, offset = [], 0
+    for tensor_name in sorted(tensors):
+        value = np.asarray(tensors[tensor_name])
+        blob = to_bf16_bits(value).astype("<u2").tobytes()
+        header[tensor_name] = {"dtype": "BF16", "shape": list(value.shape),
+                               "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned
+    with open(file, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        for blob in blobs:
+            f.write(blob)
+    return Path(file)

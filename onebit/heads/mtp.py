@@ -1,5 +1,12 @@
 """MTP: a multi-token-prediction layer that drafts from the base's hidden after t1.
 
+Two heads share this module's machinery (say which is which, docs/heads.md):
+- the **Qwen3-style MTP draft** (`MTPConfig`): a separate draft directory, Qwen3 layers
+  (`x * w` norms, full RoPE), every layer run at every step;
+- **Qwen3.5's own MTP** (`Qwen35MTPConfig`, qwen3_5_mtp.py): the `mtp.*` weights inside a
+  Qwen3.5 / Qwen3-Next checkpoint, Qwen3.5 full-attention layers (gated `q_proj`, partial RoPE,
+  `x * (1 + w)` norms), chained step j running layer `j % n` only, as vLLM runs it.
+
 An EAGLE / DeepSeek-style layer on top of the target: it pairs a hidden row (the target's
 final-normed hidden at position j) with the embedding of the token that row chose (at j + 1),
 projects the concatenation, runs it through a Qwen3-style layer at position j + 1, and scores
@@ -7,7 +14,8 @@ the result with the target's lm_head: a guess for position j + 2. Fed its own ou
 guess, it drafts further. No embedding or lm_head of its own.
 
     x     = fc([pre_fc_norm_embedding(embed(token_{j+1})) ; pre_fc_norm_hidden(hidden_j)])
-    for each layer:   x += attn(norm x)  (causal over the layer's own cache),  x += SwiGLU
+    for each layer of the step:   x += attn(norm x) (causal over the layer's own cache),
+                                  x += SwiGLU
     out   = norm(x)        -> lm_head -> the token at j + 2;  out is the next hidden
 
 (The concatenation puts the embedding first, as EAGLE, DeepSeek-V3 and Qwen3-Next do.)
@@ -19,8 +27,8 @@ and is always accepted; the layer drafts the ones after: (b, hidden) -> d1 at po
 (d1, out) -> d2, and so on.
 
 The layer attends to its own keys and values at earlier positions: for each committed pair
-(hidden_j, token_{j+1}) the head runs the layer once when token j + 1 is committed and keeps
-what it wrote. A proposal's chained rows are kept only while it runs.
+(hidden_j, token_{j+1}) the head runs step 0's layers once when token j + 1 is committed and
+keeps what they wrote. A proposal's chained rows are kept only while it runs.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from onebit.heads import checkpoint
-from onebit.heads.errors import DraftError
+from onebit.heads.errors import DraftError, DraftFileError
 from onebit.heads.layers import (
     DraftLayer,
     Growing,
@@ -44,12 +52,21 @@ from onebit.heads.layers import (
     read_stack_fields,
     rmsnorm,
 )
-from onebit.heads.target import argmax_tokens, check_hidden_size, check_target, embed_rows
+from onebit.heads.target import (
+    check_hidden_size,
+    check_target,
+    embed_rows,
+    head_logits,
+    pick_tokens,
+)
+
+KV = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True, kw_only=True)
 class MTPConfig(StackConfig):
     num_hidden_layers: int = 1
+    layer_per_step: bool = False  # Qwen3.5: chained step j runs layer j % n only
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         H = self.hidden_size
@@ -65,7 +82,23 @@ class MTPConfig(StackConfig):
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "config.json") -> MTPConfig:
+        """A Qwen3-style MTP draft's config.json. Qwen3.5 arithmetic is not switched on by
+        keys here (Qwen3.5's own MTP is read from its checkpoint), so they are refused."""
+        for key in QWEN3_5_ONLY:
+            if raw.get(key):
+                raise DraftFileError(f"{source}: field '{key}' is set, but this is a "
+                                     "Qwen3-style MTP draft (Qwen3.5's own MTP layers are "
+                                     "read from the Qwen3.5 checkpoint itself)")
         return cls(**read_stack_fields(raw, source))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        for key in QWEN3_5_ONLY:
+            d.pop(key)
+        return d
+
+
+QWEN3_5_ONLY = ("zero_centred_norms", "gated_attention", "layer_per_step")
 
 
 class MTPDraft:
@@ -77,12 +110,23 @@ class MTPDraft:
         self.config = config
         self.dtype = np.dtype(dtype)
         t = {name: np.asarray(tensors[name], self.dtype) for name in config.shapes()}
-        self.norm_embedding = t["pre_fc_norm_embedding.weight"]
-        self.norm_hidden = t["pre_fc_norm_hidden.weight"]
+
+        def norm(name: str) -> np.ndarray:  # the whole factor: 1 + w for zero-centred norms
+            return (1 + t[name]).astype(self.dtype) if config.zero_centred_norms else t[name]
+
+        self.norm_embedding = norm("pre_fc_norm_embedding.weight")
+        self.norm_hidden = norm("pre_fc_norm_hidden.weight")
         self.fc = t["fc.weight"]
-        self.norm = t["norm.weight"]
-        self.layers = [DraftLayer.from_tensors(t, f"layers.{i}.")
+        self.norm = norm("norm.weight")
+        rotary = config.rotary(source)
+        self.layers = [DraftLayer.from_tensors(t, f"layers.{i}.", config, rotary)
                        for i in range(config.num_hidden_layers)]
+
+    def step_layers(self, step: int) -> list[int]:
+        """The layers MTP step `step` runs (step 0 drafts from the target's own hidden):
+        every layer, or Qwen3.5's one layer `step % n`."""
+        n = len(self.layers)
+        return [step % n] if self.config.layer_per_step else list(range(n))
 
     def inputs(self, embeds: np.ndarray, hidden: np.ndarray) -> np.ndarray:
         """`[R, H]` layer inputs from token embeddings and the hidden rows before them."""
@@ -91,23 +135,24 @@ class MTPDraft:
                                rmsnorm(hidden, self.norm_hidden, eps)], axis=-1)
         return linear(self.fc, both)
 
-    def forward(self, x: np.ndarray, start: int, past: Sequence[tuple[np.ndarray, np.ndarray]]):
-        """Rows `x` at positions `start ..`, each layer attending causally to its `past` keys
-        and values then to the rows up to itself. Returns the final-normed rows and, per
-        layer, the keys and values the rows wrote."""
+    def forward(self, x: np.ndarray, start: int, past: Sequence[KV], step: int = 0):
+        """Rows `x` at positions `start ..` through step `step`'s layers, each attending
+        causally to its `past` keys and values (`past[i]`: layer i's) then to the rows up to
+        itself. Returns the final-normed rows and {layer: the keys and values it wrote}."""
         c = self.config
         R = x.shape[0]
         positions = start + np.arange(R)
-        wrote = []
-        for layer, (past_k, past_v) in zip(self.layers, past, strict=True):
-            h = rmsnorm(x, layer.input_norm, c.rms_norm_eps)
-            q = layer.queries(c, h, positions)
-            k, v = layer.keys_values(c, h, positions)
+        wrote: dict[int, KV] = {}
+        for i in self.step_layers(step):
+            layer, (past_k, past_v) = self.layers[i], past[i]
+            h = layer.norm_in(x)
+            q, gate = layer.queries(h, positions)
+            k, v = layer.keys_values(h, positions)
             mask = np.concatenate([np.ones((R, past_k.shape[0]), bool),
                                    np.tril(np.ones((R, R), bool))], axis=1)
             out = attend(q, np.concatenate([past_k, k]), np.concatenate([past_v, v]), mask)
-            x = layer.mlp(c, x + linear(layer.o, out))
-            wrote.append((k, v))
+            x = layer.mlp(x + layer.attention_out(out, gate))
+            wrote[i] = (k, v)
         return rmsnorm(x, self.norm, c.rms_norm_eps), wrote
 
 
@@ -122,7 +167,9 @@ class MTPHead:
         self.reset()
 
     def __repr__(self) -> str:
-        return f"MTPHead(layers={self.draft.config.num_hidden_layers})"
+        c = self.draft.config
+        kind = "qwen3.5 own" if c.layer_per_step else "qwen3-style"
+        return f"MTPHead({kind}, layers={c.num_hidden_layers})"
 
     def needs_last_hidden(self) -> bool:
         return True
@@ -149,10 +196,10 @@ class MTPHead:
             x = self.draft.inputs(embed_rows(self.target, paired, 1.0, self.draft.dtype),
                                   hidden)
             start = self.length + count - len(paired)
-            _, wrote = self.draft.forward(x, start, self._past())
-            for (k, v), (nk, nv) in zip(self._kv, wrote, strict=True):
-                k.append(nk)
-                v.append(nv)
+            _, wrote = self.draft.forward(x, start, self._past(), step=0)
+            for i, (nk, nv) in wrote.items():
+                self._kv[i][0].append(nk)
+                self._kv[i][1].append(nv)
         self._last_row = committed[-1].copy()
         self.length += count
 
@@ -166,16 +213,21 @@ class MTPHead:
             raise DraftError(f"MTP head asked to draft after t1 at position {pos}, but "
                              f"{self.length} positions are committed (t1 must be the last)")
         h = np.asarray(hidden, self.draft.dtype)[None]
-        drafts = argmax_tokens(self.target, h)  # b: what the target itself chose
+        drafts = self.pick(h)  # b: what the target itself chose
         past = self._past()  # the chain's rows are added to copies, never to the cache
         for i in range(1, k):
             x = self.draft.inputs(embed_rows(self.target, drafts[-1:], 1.0, self.draft.dtype),
                                   h)
-            h, wrote = self.draft.forward(x, pos + i, past)
-            past = [(np.concatenate([pk, nk]), np.concatenate([pv, nv]))
-                    for (pk, pv), (nk, nv) in zip(past, wrote, strict=True)]
-            drafts += argmax_tokens(self.target, h)
+            h, wrote = self.draft.forward(x, pos + i, past, step=i - 1)
+            for layer, (nk, nv) in wrote.items():
+                pk, pv = past[layer]
+                past[layer] = (np.concatenate([pk, nk]), np.concatenate([pv, nv]))
+            drafts += self.pick(h)
         return drafts
+
+    def pick(self, rows: np.ndarray) -> list[int]:
+        """Draft tokens of MTP output rows: the target's lm_head, then `pick_tokens`."""
+        return pick_tokens(head_logits(self.target, rows))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,9 +235,17 @@ class MTPHead:
 
 
 def load_mtp(path: str | Path, target: object) -> MTPHead:
-    """Load the MTP draft in directory `path` (config.json + *.safetensors; names may carry a
-    `mtp.` or `model.mtp.` prefix) as a head on `target`."""
+    """An MTP head on `target` from directory `path`, either
+    - a Qwen3.5 / Qwen3-Next checkpoint with its own MTP weights (its config has
+      `mtp_num_hidden_layers`, flat or under `text_config`): only its `mtp.*` tensors are
+      read, from the shards that hold them (qwen3_5_mtp.py); or
+    - a Qwen3-style MTP draft directory (config.json + *.safetensors; names may carry a
+      `mtp.` or `model.mtp.` prefix)."""
+    from onebit.heads import qwen3_5_mtp
+
     raw, source = checkpoint.read_config(path)
+    if qwen3_5_mtp.has_own_mtp(raw):
+        return qwen3_5_mtp.load_own_mtp(path, target, raw, source)
     config = MTPConfig.from_dict(raw, source)
     tensors = checkpoint.strip_prefix(checkpoint.read_tensors(path), ("model.mtp.", "mtp."))
     dtype = getattr(target, "dtype", np.float32)

@@ -4,13 +4,14 @@ The heads know the protocols, not `onebit.models`: a target is any object with
 - `vocab_size`, `hidden_size`, `layer_count`;
 - `embed_row(token) -> [H]` (unscaled) and `lm_head_logits(rows) -> [R, V]`;
 - `set_layer_taps(ids)` and `tapped_rows() -> [T, len(ids), H]` (DFlash only);
-- `final_norm(rows) -> [R, H]`, the norm its forward applies before the lm_head (DFlash with
-  `target_norm`, the default).
+- `final_norm(rows) -> [R, H]`, the norm its forward applies before the lm_head (DFlash, only
+  when it taps the last layer: the reference's hidden states end with the final-normed one).
+
+Every weighted head turns its rows into draft tokens the same way: `head_logits` (the
+target's lm_head) then `pick_tokens`, the one place a logit row becomes a token.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
@@ -37,14 +38,12 @@ def check_hidden_size(target: object, hidden: int, what: str) -> None:
         )
 
 
-def final_norm(target: object) -> Callable[[np.ndarray], np.ndarray]:
-    """The target's final norm as a function of `[R, H]` rows."""
+def final_norm(target: object):
+    """The target's final norm as a function of `[R, H]` rows; `TypeError` if it has none."""
     norm = getattr(target, "final_norm", None)
     if not callable(norm):
-        raise TypeError(
-            f"{type(target).__name__} has no final_norm(rows): a DFlash head that runs its "
-            "block through the target's final norm needs one"
-        )
+        raise TypeError(f"{type(target).__name__} has no final_norm(rows): a DFlash draft "
+                        "that taps the target's last layer reads it after the final norm")
     return norm
 
 
@@ -54,7 +53,17 @@ def embed_rows(target: object, tokens: list[int], scale: float, dtype: np.dtype)
     return rows * dtype.type(scale) if scale != 1.0 else rows
 
 
+def head_logits(target: object, rows: np.ndarray) -> np.ndarray:
+    """`[R, V]`: the target's lm_head on final-normed rows `[R, H]`."""
+    logits = np.asarray(target.lm_head_logits(rows))  # type: ignore[attr-defined]
+    return logits.reshape(rows.shape[0], -1)
+
+
+def pick_tokens(logits: np.ndarray) -> list[int]:
+    """The draft token of each logit row: greedy (argmax)."""
+    return [int(t) for t in np.argmax(logits, axis=1)]
+
+
 def argmax_tokens(target: object, rows: np.ndarray) -> list[int]:
     """The target's greedy token for each final-normed row."""
-    logits = np.asarray(target.lm_head_logits(rows))  # type: ignore[attr-defined]
-    return [int(t) for t in np.argmax(logits.reshape(rows.shape[0], -1), axis=1)]
+    return pick_tokens(head_logits(target, rows))

@@ -1,4 +1,5 @@
-"""Real base models: the NumPy reference forward of Qwen3 / Qwen3.5 and its file formats.
+"""Real base models: the NumPy reference forward of Qwen3 / Qwen3.5 / Gemma 4 and its file
+formats.
 
 `load_model(path)` reads a model directory (a Q4NX container or a HuggingFace checkpoint) and
 returns a `BaseModel`. See docs/forward.md for the facts the forward is built on.
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from onebit.backends import Backend
 from onebit.models.config import ModelConfig
 from onebit.models.errors import (
     ModelConfigError,
@@ -17,8 +19,11 @@ from onebit.models.errors import (
     ModelFileError,
     ModelInputError,
     Q4NXError,
+    UnsupportedModelError,
 )
 from onebit.models.fabricate import fabricate_model, random_weights, tiny_config
+from onebit.models.gemma4 import PLE_ENV, Gemma4Model, load_gemma4
+from onebit.models.gemma4_config import Gemma4Config, is_gemma4, read_json
 from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, Qwen3Model
 from onebit.models.weights import (
     CONFIG_FILE,
@@ -39,6 +44,7 @@ def load_model(
     kernel: str = "auto",
     q4nx_convention: str = "unsigned",
     unpack_per_token: bool | None = None,
+    backend: str | Backend = "host",
 ) -> Qwen3Model:
     """Load the model in directory `path` as a `BaseModel`.
 
@@ -49,7 +55,11 @@ def load_model(
     - `kernel`: "auto" (numba when installed), "numba" or "numpy" (see kernels.py);
     - `q4nx_convention`: "unsigned" codes 0..15, or "signed" (GGUF Q4_0: -8..7, min 0);
     - `unpack_per_token`: unpack Q4NX weights on every use instead of once; default from the
-      environment variable ONEBIT_UNPACK_PER_TOKEN.
+      environment variable ONEBIT_UNPACK_PER_TOKEN. On a device backend it also prepares
+      (uploads) each weight again for every product: the slow arm of the residency A/B;
+    - `backend`: where the products run (docs/device.md): "host" (default, the kernels above),
+      "torch" (CPU torch), "cuda" (torch on a GPU), "npu" (pyxrt, kernels from
+      $ONEBIT_KERNEL_DIR), or a `onebit.backends.Backend` object.
 
     Bad files raise `ModelFileError` / `ModelConfigError` (both `ValueError`s) naming the file,
     tensor or field.
@@ -62,7 +72,12 @@ def load_model(
     elif np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     kind = container_kind(path)
-    config = ModelConfig.from_file(path / CONFIG_FILE)
+    raw = read_json(path / CONFIG_FILE)
+    if is_gemma4(raw):  # Gemma 4 (docs/gemma4.md): its own config and forward
+        return load_gemma4(path, raw, kind, dtype=dtype, max_batch_rows=max_batch_rows,
+                           kernel=kernel, q4nx_convention=q4nx_convention,
+                           unpack_per_token=unpack_per_token, backend=backend)
+    config = ModelConfig.from_dict(raw, source=str(path / CONFIG_FILE))
     tensors = load_tensors(path, kind)
     weights = WeightStore(
         tensors,
@@ -72,19 +87,24 @@ def load_model(
         unpack_per_token=unpack_per_token,
         source=str(path),
     )
-    return Qwen3Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel)
+    return Qwen3Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
+                      backend=backend)
 
 
 __all__ = [
     "DEFAULT_MAX_BATCH_ROWS",
+    "Gemma4Config",
+    "Gemma4Model",
     "ModelConfig",
     "ModelConfigError",
     "ModelError",
     "ModelFileError",
     "ModelInputError",
+    "PLE_ENV",
     "Q4NXError",
     "Qwen3Model",
     "UNPACK_ENV",
+    "UnsupportedModelError",
     "WeightStore",
     "fabricate_model",
     "load_model",

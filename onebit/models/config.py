@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from onebit.models.errors import ModelConfigError
+from onebit.models.files import read_small
 
 FULL = "full_attention"
 LINEAR = "linear_attention"
@@ -93,13 +94,18 @@ class ModelConfig:
             raise ModelConfigError(f"{source}: expected a JSON object, got {type(raw).__name__}")
         top_type = raw.get("model_type")
         d = dict(raw)
-        if isinstance(raw.get("text_config"), dict):  # multimodal wrapper: the text model
+        if raw.get("text_config") is not None:  # multimodal wrapper: the text model
+            if not isinstance(raw["text_config"], dict):
+                raise ModelConfigError(f"{source}: field 'text_config' must be an object, got "
+                                       f"{_shown(raw['text_config'])}")
             d = {**raw["text_config"]}
             d.setdefault("model_type", top_type)
             d.setdefault("tie_word_embeddings", raw.get("tie_word_embeddings", False))
+        for name in ("rope_parameters", "rope_scaling"):
+            if d.get(name) is not None and not isinstance(d[name], dict):
+                raise ModelConfigError(
+                    f"{source}: field '{name}' must be an object, got {_shown(d[name])}")
         rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
-        if not isinstance(rope, dict):
-            raise ModelConfigError(f"{source}: field 'rope_parameters' must be an object")
 
         def need(name: str) -> Any:
             if name not in d or d[name] is None:
@@ -107,20 +113,23 @@ class ModelConfig:
             return d[name]
 
         model_type = need("model_type")
-        if model_type not in FAMILIES:
+        if not isinstance(model_type, str) or model_type not in FAMILIES:
             raise ModelConfigError(
-                f"{source}: field 'model_type' is {model_type!r}; supported: {sorted(FAMILIES)}"
+                f"{source}: field 'model_type' is {_shown(model_type)}; supported: "
+                f"{sorted(FAMILIES)}"
             )
         family = FAMILIES[model_type]
         layers = _positive_int(need("num_hidden_layers"), "num_hidden_layers", source)
         heads = _positive_int(need("num_attention_heads"), "num_attention_heads", source)
         hidden = _positive_int(need("hidden_size"), "hidden_size", source)
-        head_dim = d.get("head_dim") or hidden // heads
+        head_dim = d.get("head_dim")
+        if head_dim is None:
+            head_dim = hidden // heads
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type not in ("default", None):
             raise ModelConfigError(
                 f"{source}: field 'rope_parameters.rope_type' is "
-                f"{rope_type!r}; only 'default' RoPE is supported"
+                f"{_shown(rope_type)}; only 'default' RoPE is supported"
             )
         theta = d.get("rope_theta", rope.get("rope_theta", 1_000_000.0))
         default_partial = 0.25 if family == "qwen3_5" else 1.0
@@ -128,7 +137,8 @@ class ModelConfig:
         layer_types = d.get("layer_types")
         if layer_types is None:
             if family == "qwen3_5":
-                interval = d.get("full_attention_interval", 4)
+                interval = _positive_int(d.get("full_attention_interval", 4),
+                                         "full_attention_interval", source)
                 layer_types = [LINEAR if (i + 1) % interval else FULL for i in range(layers)]
             else:
                 layer_types = [FULL] * layers
@@ -152,7 +162,8 @@ class ModelConfig:
             vocab_size=need("vocab_size"),
             rms_norm_eps=d.get("rms_norm_eps", 1e-6),
             rope_theta=theta,
-            tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
+            tie_word_embeddings=_bool(d.get("tie_word_embeddings", False),
+                                      "tie_word_embeddings", source),
             layer_types=tuple(layer_types)
             if isinstance(layer_types, list | tuple)
             else layer_types,
@@ -166,20 +177,9 @@ class ModelConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ModelConfig:
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise ModelConfigError(
-                f"{path}: no such file (a model directory needs config.json)"
-            ) from None
-        except OSError as error:
-            raise ModelConfigError(f"{path}: cannot read: {error}") from None
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ModelConfigError(f"{path}: not valid JSON: {error}") from None
-        return cls.from_dict(raw, source=str(path))
+        """Read `path` (a regular UTF-8 file holding a JSON object); `ModelConfigError` naming
+        the file otherwise."""
+        return cls.from_dict(read_config_json(path), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """A config.json dict transformers reads back (qwen3 / qwen3_5_text model types)."""
@@ -221,7 +221,7 @@ class ModelConfig:
                 or not (math.isfinite(value) and value > 0)
             ):
                 raise ModelConfigError(
-                    f"{source}: field '{name}' must be a positive number, got {value!r}"
+                    f"{source}: field '{name}' must be a positive number, got {_shown(value)}"
                 )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ModelConfigError(
@@ -239,10 +239,12 @@ class ModelConfig:
                 f"({self.partial_rotary_factor}) give rotary dim {self.rotary_dim}; it must be "
                 f"even and > 0"
             )
-        if self.hidden_act != "silu":
+        if not isinstance(self.hidden_act, str) or self.hidden_act != "silu":
             raise ModelConfigError(
-                f"{source}: field 'hidden_act' is {self.hidden_act!r}; only 'silu' is supported"
+                f"{source}: field 'hidden_act' is {_shown(self.hidden_act)}; only 'silu' is "
+                "supported"
             )
+        _bool(self.tie_word_embeddings, "tie_word_embeddings", source)
         if not isinstance(self.layer_types, tuple):
             raise ModelConfigError(f"{source}: field 'layer_types' must be a list of strings")
         if len(self.layer_types) != self.num_hidden_layers:
@@ -252,9 +254,9 @@ class ModelConfig:
             )
         allowed = LAYER_TYPES if self.model_type == "qwen3_5" else (FULL,)
         for i, kind in enumerate(self.layer_types):
-            if kind not in allowed:
+            if not isinstance(kind, str) or kind not in allowed:
                 raise ModelConfigError(
-                    f"{source}: unknown layer type {kind!r} at layer_types[{i}] for a "
+                    f"{source}: unknown layer type {_shown(kind)} at layer_types[{i}] for a "
                     f"{self.model_type} model; supported: {list(allowed)}"
                 )
         if LINEAR in self.layer_types:
@@ -276,9 +278,36 @@ class ModelConfig:
 _FIELDS = {f for f in ModelConfig.__dataclass_fields__}
 
 
+def read_config_json(path: str | Path) -> Any:
+    """The JSON in `path`, a regular UTF-8 file of at most 16 MiB (a FIFO is refused, never
+    waited on); `ModelConfigError` naming the file otherwise."""
+    path = Path(path)
+    text = read_small(path, ModelConfigError)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ModelConfigError(f"{path}: not valid JSON: {error}") from None
+    except RecursionError:
+        raise ModelConfigError(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def _shown(value: Any) -> str:
+    """A config value for a message: its repr, cut short (a hostile file can hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _positive_int(value: Any, name: str, source: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ModelConfigError(
-            f"{source}: field '{name}' must be a positive integer, got {value!r}"
+            f"{source}: field '{name}' must be a positive integer, got {_shown(value)}"
         )
+    return value
+
+
+def _bool(value: Any, name: str, source: str) -> bool:
+    """JSON true / false only: the string "false" is truthy in Python and must not pass."""
+    if not isinstance(value, bool):
+        raise ModelConfigError(f"{source}: field '{name}' must be true or false, got "
+                               f"{_shown(value)}")
     return value

@@ -27,3 +27,8 @@ class ModelInputError(ModelError):
 
 class Q4NXError(ValueError):
     """A Q4NX pack / unpack got arrays of the wrong shape, dtype or value range."""
+
+
+class UnsupportedModelError(ModelConfigError):
+    """`config.json` asks for something the forward does not implement (a vision or audio tower,
+    a mixture-of-experts block, an unknown field with a value): refused rather than run wrong."""

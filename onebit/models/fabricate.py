@@ -20,11 +20,15 @@ import numpy as np
 from onebit.models.config import FULL, LINEAR, ModelConfig
 from onebit.models.weights import expected_shapes, write_hf, write_q4nx
 
-KINDS = ("qwen3", "qwen3_5")
+KINDS = ("qwen3", "qwen3_5", "gemma4")
 
 
 def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
     """The config of a tiny model of `kind`; any field can be overridden."""
+    if kind == "gemma4":  # a Gemma4Config (gemma4_fabricate.py)
+        from onebit.models.gemma4_fabricate import tiny_gemma4_config
+
+        return tiny_gemma4_config(**overrides)
     if kind == "qwen3":
         fields: dict[str, Any] = dict(
             model_type="qwen3",
@@ -72,6 +76,10 @@ def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
 
 def random_weights(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
     """float32 weights for every tensor the config needs, by HF name and shape."""
+    if config.model_type == "gemma4":
+        from onebit.models.gemma4_fabricate import random_gemma4_weights
+
+        return random_gemma4_weights(config, seed)
     rng = np.random.default_rng(seed)
     weights: dict[str, np.ndarray] = {}
     for name, shape in expected_shapes(config).items():
@@ -111,6 +119,11 @@ def fabricate_model(
 ) -> Path:
     """Write a tiny random model of `kind` to `path`: a Q4NX container (`quantized`) or a
     HuggingFace-layout float checkpoint. Returns the directory."""
+    if kind == "gemma4":  # its own config and tensors (gemma4_fabricate.py)
+        from onebit.models.gemma4_fabricate import fabricate_gemma4
+
+        return fabricate_gemma4(path, quantized=quantized, seed=seed, convention=convention,
+                                grid=grid, **overrides)
     config = tiny_config(kind, **overrides)
     weights = random_weights(config, seed)
     if quantized:

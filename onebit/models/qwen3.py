@@ -18,9 +18,10 @@ output is multiplied by sigmoid(gate)) and rotates only the first `partial_rotar
 each head.
 
 Batch invariance: `verify` runs the same code as `step`, only with R rows, and no operation
-lets one row's bits depend on another's or on R. Products go through `kernels.py` (each row
-computed by the same loop), attention and the GDN recurrence run row by row (row i sees the
-cache up to its own position, exactly as a step at that position would), and everything else
+lets one row's bits depend on another's or on R. Products go through the backend (host:
+`kernels.py`; every backend computes each row the same way whatever R, docs/device.md),
+attention and the GDN recurrence run row by row (row i sees the cache up to its own
+position, exactly as a step at that position would), and everything else
 is elementwise or reduces within a row. So after `verify` + `commit_verify(n)` the state, and
 the next step's logits, are bit-identical to stepping the n tokens one by one.
 
@@ -36,13 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onebit.models import kernels
+from onebit.backends import Backend, make_backend
 from onebit.models.config import FULL, ModelConfig
 from onebit.models.errors import ModelInputError
 from onebit.models.gdn import GDNState, gated_norm, gdn_token, sigmoid, silu
 from onebit.models.weights import WeightStore
 
 DEFAULT_MAX_BATCH_ROWS = 8
+LM_HEAD = "lm_head"  # the backend's key for the lm_head (tied to the embedding or not)
 
 _max, _sum = np.maximum.reduce, np.add.reduce  # what .max() / .sum() call, minus the wrapper
 
@@ -69,6 +71,7 @@ class Qwen3Model:
         *,
         max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
         kernel: str = "auto",
+        backend: str | Backend = "host",
     ) -> None:
         if (
             isinstance(max_batch_rows, bool)
@@ -80,7 +83,12 @@ class Qwen3Model:
         self.weights = weights
         self.dtype = weights.dtype
         self._max_rows = max_batch_rows
-        self.kernel, self._linear = kernels.choose(kernel)
+        # The heavy products go through the backend (docs/device.md), by the weight's name,
+        # so a device backend prepares each weight once; the rest of the forward is host code.
+        self.backend = make_backend(backend, kernel=kernel,
+                                    resident=not getattr(weights, "unpack_per_token", False))
+        self.backend.attach(self)
+        self.kernel = getattr(self.backend, "kernel", self.backend.name)
         c = config
         self._full_layers = [i for i, t in enumerate(c.layer_types) if t == FULL]
         self._gdn_layers = [i for i, t in enumerate(c.layer_types) if t != FULL]
@@ -156,7 +164,8 @@ class Qwen3Model:
         if self._pending is None:
             raise ModelInputError(f"commit_verify({n}) with no verify batch pending")
         pending, self._pending = self._pending, None
-        if isinstance(n, bool) or not 0 <= int(n) <= len(pending.tokens):
+        if (isinstance(n, bool) or not isinstance(n, int | np.integer)
+                or not 0 <= n <= len(pending.tokens)):
             raise ModelInputError(f"commit_verify({n}) on a batch of {len(pending.tokens)} rows")
         self._commit(pending, int(n))
 
@@ -189,7 +198,7 @@ class Qwen3Model:
                 f"{self.config.hidden_size}; got shape {hidden.shape}"
             )
         rows = np.ascontiguousarray(hidden.reshape(-1, self.config.hidden_size))
-        logits = self._linear(self.weights.lm_head(), rows)
+        logits = self._linear(LM_HEAD, rows)
         return logits[0] if hidden.ndim == 1 else logits
 
     def final_norm(self, rows: np.ndarray) -> np.ndarray:
@@ -286,7 +295,7 @@ class Qwen3Model:
             if layer in self._taps:
                 taps[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self._linear(w.lm_head(), hidden)
+        logits = self._linear(LM_HEAD, hidden)
         tapped = (
             np.stack([taps[layer] for layer in self._taps], axis=1)
             if self._taps
@@ -294,16 +303,22 @@ class Qwen3Model:
         )
         return _Pass(list(tokens), pos, logits, hidden, tapped, gdn_states)
 
+    def _linear(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """`[R, out]`: rows times the weight `name` (LM_HEAD: the lm_head), on the backend."""
+        return self.backend.linear(name, self._weight, rows)
+
+    def _weight(self, name: str) -> np.ndarray:
+        return self.weights.lm_head() if name == LM_HEAD else self.weights.get(name)
+
     def _rmsnorm(self, x: np.ndarray, factor: np.ndarray) -> np.ndarray:
         """RMSNorm over the last axis; `factor` is w (Qwen3) or 1 + w (Qwen3.5)."""
         eps = self.config.rms_norm_eps
         return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * factor
 
     def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
-        w = self.weights
-        gate = self._linear(w.get(p + "mlp.gate_proj.weight"), h)
-        up = self._linear(w.get(p + "mlp.up_proj.weight"), h)
-        return self._linear(w.get(p + "mlp.down_proj.weight"), silu(gate) * up)
+        gate = self._linear(p + "mlp.gate_proj.weight", h)
+        up = self._linear(p + "mlp.up_proj.weight", h)
+        return self._linear(p + "mlp.down_proj.weight", silu(gate) * up)
 
     def _rope_table(self, end: int) -> None:
         """Make the cos / sin rows of positions 0 .. end-1 available. Each position's row is
@@ -342,12 +357,12 @@ class Qwen3Model:
         return out
 
     def _attention(self, layer: int, h: np.ndarray, pos: int) -> np.ndarray:
-        c, w = self.config, self.weights
+        c = self.config
         p = f"model.layers.{layer}.self_attn."
         R, Hq, Hkv, D = h.shape[0], c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        q = self._linear(w.get(p + "q_proj.weight"), h)
-        k = self._linear(w.get(p + "k_proj.weight"), h).reshape(R, Hkv, D)
-        v = self._linear(w.get(p + "v_proj.weight"), h).reshape(R, Hkv, D)
+        q = self._linear(p + "q_proj.weight", h)
+        k = self._linear(p + "k_proj.weight", h).reshape(R, Hkv, D)
+        v = self._linear(p + "v_proj.weight", h).reshape(R, Hkv, D)
         if c.gated_attention:  # per head: [q (D) | gate (D)]
             q = q.reshape(R, Hq, 2 * D)
             q, gate = q[:, :, :D], q[:, :, D:].reshape(R, Hq * D)
@@ -385,16 +400,16 @@ class Qwen3Model:
         out = out.reshape(R, Hq * D)
         if c.gated_attention:
             out = out * sigmoid(gate)
-        return self._linear(w.get(p + "o_proj.weight"), out)
+        return self._linear(p + "o_proj.weight", out)
 
     def _gated_delta_net(self, layer: int, h: np.ndarray) -> tuple[np.ndarray, list[GDNState]]:
         c, w = self.config, self.weights
         p = f"model.layers.{layer}.linear_attn."
         R, Hv, dv = h.shape[0], c.linear_num_value_heads, c.linear_value_head_dim
-        qkv = self._linear(w.get(p + "in_proj_qkv.weight"), h)
-        z = self._linear(w.get(p + "in_proj_z.weight"), h).reshape(R, Hv, dv)
-        b = self._linear(w.get(p + "in_proj_b.weight"), h)
-        a = self._linear(w.get(p + "in_proj_a.weight"), h)
+        qkv = self._linear(p + "in_proj_qkv.weight", h)
+        z = self._linear(p + "in_proj_z.weight", h).reshape(R, Hv, dv)
+        b = self._linear(p + "in_proj_b.weight", h)
+        a = self._linear(p + "in_proj_a.weight", h)
         conv = w.get(p + "conv1d.weight")[:, 0, :]  # [C, K]
         a_log, dt_bias = w.get(p + "A_log"), w.get(p + "dt_bias")
         state = self._gdn[self._gdn_slot[layer]]
@@ -403,7 +418,7 @@ class Qwen3Model:
             core[i], state = gdn_token(c, state, qkv[i], b[i], a[i], conv, a_log, dt_bias)
             states.append(state)
         normed = gated_norm(core, z, w.get(p + "norm.weight"), c.rms_norm_eps)
-        out = self._linear(w.get(p + "out_proj.weight"), normed.reshape(R, Hv * dv))
+        out = self._linear(p + "out_proj.weight", normed.reshape(R, Hv * dv))
         return out, states
 
     def _ensure_capacity(self, length: int) -> None:

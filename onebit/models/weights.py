@@ -8,11 +8,18 @@ either as safetensors' BF16 dtype or as its 16-bit patterns in a uint16 tensor. 
 are accepted too.
 
 **HuggingFace checkpoint**: a directory with `config.json` and one or more `*.safetensors` files
-of float weights, as `save_pretrained` writes them. The multimodal Qwen3.5 naming
+of float weights, as `save_pretrained` writes them. With `model.safetensors.index.json`, exactly
+the shards its `weight_map` lists are read, and each tensor must sit in the shard the index
+names; a listed shard that is missing, a tensor in two shards or a `*.safetensors` file the
+index does not list is an error naming both files. Without an index every `*.safetensors` file
+is read and a tensor in two files is an error naming both. The multimodal Qwen3.5 naming
 (`model.language_model.*`) is mapped to the text model's names; tensors the forward does not
 use (vision tower, MTP head, rotary buffers) are ignored.
 
-Files are read with the `safetensors` package (never pickle). numpy has no bfloat16, so BF16
+Files are read with the `safetensors` package (never pickle), and only regular files are
+opened (a FIFO or a device where a model file should be is refused, never waited on). Every
+weight is checked finite at load (see `check_finite`), so a NaN or inf is reported naming the
+tensor instead of turning into NaN logits at the first pass. numpy has no bfloat16, so BF16
 tensors are located through the (already validated) safetensors header and read as uint16
 bit patterns.
 
@@ -35,11 +42,15 @@ import numpy as np
 from onebit.models import q4nx
 from onebit.models.config import FULL, LINEAR, ModelConfig
 from onebit.models.errors import ModelFileError
+from onebit.models.files import check_regular, read_small
 
 CONFIG_FILE = "config.json"
 Q4NX_FILE = "model.q4nx"
 HF_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
 UNPACK_ENV = "ONEBIT_UNPACK_PER_TOKEN"
+# safetensors dtypes read as float weights (BF16 is read by hand: numpy has no bfloat16)
+FLOAT_DTYPES = ("F16", "F32", "F64")
 
 
 def unpack_per_token_from_env() -> bool:
@@ -120,6 +131,7 @@ def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stor
     uint8 tensors are Q4NX blocks. Raises `ModelFileError` naming the file."""
     from safetensors import SafetensorError, safe_open
 
+    check_regular(path)
     try:
         handle = safe_open(str(path), framework="numpy")
     except FileNotFoundError:
@@ -137,9 +149,14 @@ def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stor
                 header = header if header is not None else _read_header(path)
                 tensors[name] = Stored(_read_raw_u16(path, header, name), "bf16", str(path))
                 continue
+            if dtype not in FLOAT_DTYPES and not (bf16_as_u16 and dtype in ("U8", "U16")):
+                raise ModelFileError(
+                    f"{path}: tensor '{name}' has dtype {dtype}, which holds no "
+                    f"weights this loader knows"
+                )
             try:
                 data = f.get_tensor(name)
-            except (SafetensorError, TypeError, ValueError) as error:
+            except (SafetensorError, TypeError, ValueError, AttributeError) as error:
                 raise ModelFileError(
                     f"{path}: cannot read tensor '{name}' ({dtype}): {error}"
                 ) from None
@@ -181,6 +198,50 @@ def _read_raw_u16(path: Path, header: dict, name: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
+# Finite weights
+
+
+def check_finite(name: str, stored: Stored, dtype: np.dtype, convention: str) -> None:
+    """Refuse a weight that holds NaN or inf, or that would overflow `dtype` once widened or
+    dequantised; the error names the tensor and the first bad element.
+
+    Checked once at load because a NaN weight does not fail: it makes every logit NaN, and an
+    argmax over NaN is 0 at every step, a plausible but wrong text. For Q4NX blocks only the
+    scales and mins are read (a 4-bit code is always finite), a fifth of the bytes.
+    """
+    limit = float(np.finfo(dtype).max)
+    if stored.kind == "q4nx":
+        raw = np.ascontiguousarray(stored.data.reshape(-1, q4nx.BLOCK_BYTES)[:, : q4nx.CODES_AT])
+        values = q4nx.bf16_bits_to_f32(raw.view("<u2"))  # [blocks, scales | mins]
+        bad = ~np.isfinite(values).all(axis=1)
+        if not bad.any():
+            top = 15.0 if convention == "unsigned" else 8.0
+            extent = np.abs(values[:, :256]).max(axis=1).astype(np.float64) * top
+            extent += np.abs(values[:, 256:]).max(axis=1)
+            bad = extent > limit
+        if bad.any():
+            block = int(np.flatnonzero(bad)[0])
+            raise ModelFileError(
+                f"{stored.file}: tensor '{name}' has a non-finite or overflowing scale or min "
+                f"in Q4NX block {block} ({int(bad.sum())} bad block(s)); a weight must be finite"
+            )
+        return
+    values = q4nx.bf16_bits_to_f32(stored.data) if stored.kind == "bf16" else stored.data
+    finite = np.isfinite(values)
+    if finite.all() and (values.size == 0 or values.dtype.itemsize <= np.dtype(dtype).itemsize
+                         or float(np.abs(values).max()) <= limit):
+        return
+    if finite.all():
+        finite = np.abs(values) <= limit
+    first = np.unravel_index(int(np.flatnonzero(~finite.reshape(-1))[0]), values.shape)
+    raise ModelFileError(
+        f"{stored.file}: tensor '{name}' holds {int((~finite).sum())} non-finite value(s) "
+        f"(first at {list(map(int, first))}: {values[first]}); a weight must be finite in "
+        f"{np.dtype(dtype).name}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # The weight cache
 
 
@@ -200,6 +261,7 @@ class WeightStore:
         convention: str = "unsigned",
         unpack_per_token: bool | None = None,
         source: str = "",
+        shapes: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
         if convention not in q4nx.CONVENTIONS:
             raise ValueError(
@@ -211,16 +273,26 @@ class WeightStore:
             unpack_per_token_from_env() if unpack_per_token is None else bool(unpack_per_token)
         )
         self.source = source
-        self.shapes = expected_shapes(config)
+        # `shapes`: every tensor the forward reads (a family with its own layout passes them)
+        self.shapes = expected_shapes(config) if shapes is None else dict(shapes)
         self._stored: dict[str, Stored] = {}
-        for name, stored in tensors.items():
-            name = canonical_name(name)
+        stored_as: dict[str, str] = {}  # HF name -> the name in the file
+        for stored_name, stored in tensors.items():
+            name = canonical_name(stored_name)
+            if name in stored_as:
+                first = self._stored[name].file
+                raise ModelFileError(
+                    f"tensor '{name}' is stored twice: as '{stored_as[name]}' in {first} and "
+                    f"as '{stored_name}' in {stored.file}"
+                )
             if name in self.shapes:
                 self._stored[name] = stored
+                stored_as[name] = stored_name
         for name, shape in self.shapes.items():
             if name not in self._stored:
                 raise ModelFileError(f"{source}: missing tensor '{name}' (expected shape {shape})")
             self._check_shape(name, self._stored[name], shape)
+            check_finite(name, self._stored[name], self.dtype, convention)
         self._cache: dict[str, np.ndarray] = {}
         self.unpacks = 0  # how many Q4NX unpacks were done (for the A/B switch's tests)
 
@@ -254,22 +326,42 @@ class WeightStore:
         cached = self._cache.get(name)
         if cached is not None:
             return cached
-        stored = self._stored[name]
-        if stored.kind == "q4nx":
-            self.unpacks += 1
-            value = q4nx.dequantize(
-                stored.data, *self.shapes[name], convention=self.convention, dtype=self.dtype
-            )
-            if self.unpack_per_token:
-                return value  # the slow path: unpack again next time
-        elif stored.kind == "bf16":
-            value = q4nx.bf16_bits_to_f32(stored.data).astype(self.dtype)
-        else:
-            value = np.asarray(stored.data).astype(self.dtype)
+        value = self.unpack(name)
+        if self.unpack_per_token and self._stored[name].kind == "q4nx":
+            return value  # the slow path: unpack again next time
         value = np.ascontiguousarray(value)
         value.flags.writeable = False
         self._cache[name] = value
         return value
+
+    def unpack(self, name: str) -> np.ndarray:
+        """The weight `name` in the compute dtype, prepared afresh: never read from or written to
+        the cache (the per-token arm of a weight-cache A/B)."""
+        stored = self._stored[name]
+        if stored.kind == "q4nx":
+            self.unpacks += 1
+            return q4nx.dequantize(
+                stored.data, *self.shapes[name], convention=self.convention, dtype=self.dtype
+            )
+        if stored.kind == "bf16":
+            return q4nx.bf16_bits_to_f32(stored.data).astype(self.dtype)
+        return np.asarray(stored.data).astype(self.dtype)
+
+    def row_band(self, name: str, band: int) -> np.ndarray:
+        """Rows `32 * band .. 32 * band + 31` of a 2-D weight (one Q4NX block row), in the
+        compute dtype, prepared afresh: a big table can be read a band at a time."""
+        stored = self._stored[name]
+        rows, cols = self.shapes[name]
+        if stored.kind == "q4nx":
+            self.unpacks += 1
+            block = q4nx.as_grid(stored.data, rows, cols)[band]
+            return q4nx.dequantize(
+                block, q4nx.BLOCK_ROWS, cols, convention=self.convention, dtype=self.dtype
+            )
+        part = stored.data[band * q4nx.BLOCK_ROWS : (band + 1) * q4nx.BLOCK_ROWS]
+        if stored.kind == "bf16":
+            return q4nx.bf16_bits_to_f32(part).astype(self.dtype)
+        return np.asarray(part).astype(self.dtype)
 
     def embedding_row(self, token: int) -> np.ndarray:
         """One row of the embedding; in per-token mode only that row's blocks are unpacked."""
@@ -304,19 +396,83 @@ def container_kind(path: Path) -> str:
         raise ModelFileError(
             f"{path}: a model is a directory holding {CONFIG_FILE} and {Q4NX_FILE} or *.safetensors"
         )
+    shards = sorted(p.name for p in path.glob("*.safetensors"))
     if (path / Q4NX_FILE).exists():
+        if shards:
+            raise ModelFileError(
+                f"{path}: holds both {Q4NX_FILE} and {shards[0]}; a model directory holds one "
+                "container, so which weights to load is ambiguous"
+            )
         return "q4nx"
-    if any(path.glob("*.safetensors")):
+    if shards or (path / INDEX_FILE).exists():
         return "hf"
     raise ModelFileError(f"{path}: holds neither {Q4NX_FILE} nor any *.safetensors file")
 
 
 def load_tensors(path: Path, kind: str) -> dict[str, Stored]:
+    """Every tensor of the container in `path`, by its name in the file."""
     if kind == "q4nx":
         return read_safetensors(path / Q4NX_FILE, bf16_as_u16=True)
+    if (path / INDEX_FILE).exists():
+        return _load_indexed(path)
     tensors: dict[str, Stored] = {}
     for file in sorted(path.glob("*.safetensors")):
-        tensors.update(read_safetensors(file))
+        for name, stored in read_safetensors(file).items():
+            if name in tensors:
+                raise ModelFileError(
+                    f"tensor '{name}' is in both {tensors[name].file} and {file}; without "
+                    f"{INDEX_FILE} nothing says which one to load"
+                )
+            tensors[name] = stored
+    return tensors
+
+
+def read_index(path: Path) -> dict[str, str]:
+    """The `weight_map` of `path/model.safetensors.index.json`: tensor name -> shard file name
+    (a plain name in the same directory)."""
+    index = path / INDEX_FILE
+    try:
+        raw = json.loads(read_small(index))
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise ModelFileError(f"{index}: not valid JSON: {error}") from None
+    weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ModelFileError(f"{index}: needs a non-empty object 'weight_map' (tensor -> shard)")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
+            raise ModelFileError(
+                f"{index}: weight_map['{name}'] is {shard!r:.60}; a shard is a file name in "
+                "the model directory"
+            )
+    return weight_map
+
+
+def _load_indexed(path: Path) -> dict[str, Stored]:
+    """Exactly the shards the index lists, each holding exactly the tensors it maps there."""
+    index = path / INDEX_FILE
+    weight_map = read_index(path)
+    shards = sorted(set(weight_map.values()))
+    for stray in sorted(p.name for p in path.glob("*.safetensors")):
+        if stray not in shards:
+            raise ModelFileError(
+                f"{path / stray}: a shard that {index} does not list; remove it or add it to "
+                "the index"
+            )
+    tensors: dict[str, Stored] = {}
+    for shard in shards:
+        file = path / shard
+        if not file.exists():
+            raise ModelFileError(f"{index} lists shard {file}, which does not exist")
+        for name, stored in read_safetensors(file).items():
+            listed = weight_map.get(name)
+            if listed != shard:
+                where = "does not list it" if listed is None else f"puts it in {path / listed}"
+                raise ModelFileError(f"{file} holds tensor '{name}', but {index} {where}")
+            tensors[name] = stored
+    for name, shard in weight_map.items():
+        if name not in tensors:
+            raise ModelFileError(f"{index} puts tensor '{name}' in {path / shard}, which does "
+                                 "not hold it")
     return tensors
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from onebit.protocols import BaseModel, DraftHead
 from onebit.report import Document, Rendered, Table, cols
+from onebit.tools.inputs import checked_logits, refusing_faults
 
 
 @dataclass
@@ -155,9 +156,10 @@ def truth_run(base: BaseModel, prompt: Sequence[int], tokens: int) -> tuple[list
         logits = base.step(token, pos)
         rows.append(np.asarray(base.last_hidden()))
     for _ in range(tokens):
-        seq.append(int(np.argmax(logits)))
+        seq.append(int(np.argmax(checked_logits(logits, base.vocab_size, len(seq)))))
         logits = base.step(seq[-1], len(seq) - 1)
         rows.append(np.asarray(base.last_hidden()))
+    checked_logits(logits, base.vocab_size, len(seq))  # the last step too, as greedy reads it
     return seq, np.stack(rows)
 
 
@@ -218,8 +220,9 @@ def score(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
                 progress.advance(n - done, note=f"prompt {i}/{len(prompts)}")
             done = n
 
-        tally = score_prompt(base, head, prompt, tokens=tokens, k=k,
-                             all_positions=all_positions, on_position=on_position)
+        with refusing_faults(f"prompt {i}"):
+            tally = score_prompt(base, head, prompt, tokens=tokens, k=k,
+                                 all_positions=all_positions, on_position=on_position)
         if progress is not None:
             progress.advance(tokens - done)
         scores.append(PromptScore(i, len(prompt), tally))

@@ -22,9 +22,12 @@ there: the sweep shows it rather than assuming it.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import median
 
 import onebit
@@ -32,6 +35,7 @@ from onebit.fallback import Fallback
 from onebit.loop import RunStats
 from onebit.protocols import BaseModel, DraftHead
 from onebit.report import Document, Rendered, Table, cols
+from onebit.tools.inputs import ComputeError, refusing_faults
 
 #: The RunStats counters a sweep row sums over its prompts.
 COUNTED = ("accepted", "proposed", "batches", "steps", "emitted")
@@ -168,10 +172,12 @@ def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequen
     of the summed counts (no time yet) and the decode seconds."""
     row = SweepRow(k, RunStats())
     seconds = 0.0
-    for prompt in prompts:
+    for i, prompt in enumerate(prompts, start=1):
         clock = DecodeClock(base, len(prompt))
-        result = onebit.run(clock, None if k is None else head, prompt, max_tokens=tokens,
-                            k=k or 0, fallback=fallback)
+        arm = "plain decode" if k is None else f"k = {k}"
+        with refusing_faults(f"{arm}, prompt {i}"):
+            result = onebit.run(clock, None if k is None else head, prompt, max_tokens=tokens,
+                                k=k or 0, fallback=fallback)
         end = time.perf_counter()
         seconds += end - (clock.decode_start or end)
         add_stats(row.stats, result.stats)
@@ -202,7 +208,7 @@ def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
                                           fallback=fallback)
             row = rows.setdefault(k, counted)
             if row.counts() != counted.counts():
-                raise RuntimeError(f"the pass counts at k = {k} changed between repeats: the "
+                raise ComputeError(f"the pass counts at k = {k} changed between repeats: the "
                                    "run is not deterministic")
             emitted = counted.stats.emitted
             row.ms_per_token.append(1000.0 * seconds / emitted if emitted else 0.0)
@@ -214,24 +220,42 @@ def sweep(base: BaseModel, head: DraftHead, prompts: Sequence[Sequence[int]], *,
                        fallback=None if fallback is None else repr(fallback))
 
 
-def parse_ks(text: str) -> list[int]:
-    """`"1..8"`, `"1,2,4"`, `"3"` or a mix (`"1..3,8"`) -> sorted distinct ks >= 1."""
+#: The largest k a range may name before any model is read: no base verifies more rows.
+MOST_K = 4096
+
+
+def parse_ks(text: str, most: int = MOST_K,
+             why: str = "no base verifies more rows") -> list[int]:
+    """`"1..8"`, `"1,2,4"`, `"3"` or a mix (`"1..3,8"`) -> sorted distinct ks in 1..`most`
+    (ASCII digits only). A range is checked before it is expanded, so `1..1000000000` is
+    refused at once instead of filling memory."""
     ks: set[int] = set()
     for part in text.replace(" ", "").split(","):
-        try:
-            if ".." in part:
-                lo, hi = part.split("..", 1)
-                if int(lo) > int(hi):
-                    raise ValueError
-                ks.update(range(int(lo), int(hi) + 1))
-            else:
-                ks.add(int(part))
-        except ValueError:
-            raise ValueError(f"--k {text!r}: expected a range like 1..8 or a list like "
-                             "1,2,4") from None
-    if not ks or min(ks) < 1:
-        raise ValueError(f"--k {text!r}: every k must be >= 1")
+        bounds = part.split("..", 1)
+        if not all(re.fullmatch(r"[0-9]+", b) for b in bounds) or int(bounds[0]) > int(
+                bounds[-1]):
+            raise ValueError(f"--k {text!r}: expected a range like 1..8 or a list like 1,2,4")
+        lo, hi = int(bounds[0]), int(bounds[-1])
+        if lo < 1:
+            raise ValueError(f"--k {text!r}: every k must be >= 1")
+        if hi > most:
+            raise ValueError(f"--k {text!r}: k = {hi} is past {most}; {why}")
+        ks.update(range(lo, hi + 1))
     return sorted(ks)
+
+
+def check_plot_target(path: str | Path) -> Path:
+    """Refuse a `--plot` file that cannot be written, before the sweep runs: its folder
+    must exist and be writable, and the path must not be a folder. `ValueError` naming it."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ValueError(f"--plot {path}: is a directory; give a file name like k.png")
+    if not folder.is_dir():
+        raise ValueError(f"--plot {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"--plot {path}: not writable")
+    return path
 
 
 def plot(report: SweepReport, path: str) -> str | None:

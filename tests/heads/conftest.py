@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from onebit.heads import add_own_mtp
 from onebit.models import fabricate_model, load_model
 
 KINDS = ("qwen3", "qwen3_5")
@@ -14,9 +15,12 @@ KINDS = ("qwen3", "qwen3_5")
 
 @pytest.fixture(scope="session")
 def target_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """kind -> a directory holding a tiny float (HF-layout) model of that kind."""
-    return {kind: fabricate_model(tmp_path_factory.mktemp(kind), kind, quantized=False)
+    """kind -> a directory holding a tiny float (HF-layout) model of that kind; the Qwen3.5
+    one in the layout Qwen publishes, with one MTP layer of its own."""
+    dirs = {kind: fabricate_model(tmp_path_factory.mktemp(kind), kind, quantized=False)
             for kind in KINDS}
+    add_own_mtp(dirs["qwen3_5"], layers=1, seed=1)
+    return dirs
 
 
 @pytest.fixture(params=KINDS)

@@ -32,7 +32,8 @@ def rn(x):
 
 class HandTarget:
     """A target small enough to follow by hand: 3 tokens, hidden size 2, 2 layers. Its final
-    norm doubles a row (so whether it is applied shows)."""
+    norm doubles a row, so where it is applied shows: only to the last layer's tap (the
+    reference's hidden states end with the final-normed one), never before the lm_head."""
 
     vocab_size, hidden_size, layer_count = 3, 2, 2
     dtype = np.float64
@@ -62,7 +63,7 @@ class HandTarget:
 HAND_CONFIG = DFlashConfig(
     hidden_size=2, num_hidden_layers=1, num_attention_heads=1, num_key_value_heads=1,
     head_dim=2, intermediate_size=2, rms_norm_eps=EPS, block_size=3,
-    target_layer_ids=(1, 0), mask_token_id=2, embedding_scale=0.5,
+    target_layer_ids=(1, 0), mask_token_id=2, input_embedding_scale=0.5,
 )
 HAND_TENSORS = {
     "fc.weight": np.array([[1.0, 2.0, 0.0, -1.0], [0.0, 1.0, 3.0, 0.0]]),
@@ -90,10 +91,11 @@ def hand_block(s):
     """The draft forward for token s after the two hand positions, written out step by step
     with every matrix as it is written above (rows are column vectors: W @ x)."""
     W = HAND_TENSORS
-    # context: layers in target_layer_ids order (1 then 0), then fc, then hidden_norm
+    # context: layers in target_layer_ids order (1 then 0; layer 1, the last, final-normed,
+    # i.e. doubled), then fc, then hidden_norm
     ctx = []
     for taps in HAND_TAPS:
-        feats = np.concatenate([taps[1], taps[0]])
+        feats = np.concatenate([2.0 * np.asarray(taps[1]), taps[0]])
         ctx.append(rn(W["fc.weight"] @ feats) * np.array([1.0, 2.0]))
     # block [s, mask, mask] embedded and scaled by 1/2, at positions 2, 3, 4
     x = [0.5 * HandTarget.embed[t] for t in (s, 2, 2)]
@@ -123,8 +125,8 @@ def hand_head():
 def test_hand_computed_block_and_drafts(s):
     """The block rows equal the hand computation (fc over the taps in target_layer_ids order,
     hidden_norm, the scaled target embedding, uniform non-causal attention over context then
-    block values, SwiGLU, final norm) and the drafts are argmax of the target's lm_head after
-    its final norm, for rows 1 .. B-1. No weight is symmetric: a transposed one fails."""
+    block values, SwiGLU, final norm) and the drafts are argmax of the target's lm_head on
+    those rows, for rows 1 .. B-1. No weight is symmetric: a transposed one fails."""
     head, target = hand_head()
     assert target.ids == [1, 0]
     x = 0.5 * np.stack([HandTarget.embed[t] for t in (s, 2, 2)])
@@ -133,20 +135,16 @@ def test_hand_computed_block_and_drafts(s):
     expected = hand_block(s)
     np.testing.assert_allclose(rows, expected, rtol=1e-12, atol=1e-12)
     drafts = head.propose(s, 2, 5, None)
-    want = [int(np.argmax(HandTarget.lm_head @ (2.0 * expected[i]))) for i in (1, 2)]
+    want = [int(np.argmax(HandTarget.lm_head @ expected[i])) for i in (1, 2)]
     assert drafts == want
     assert head.propose(s, 2, 1, None) == want[:1]
 
 
-def test_hand_drafts_without_the_target_norm():
-    """With target_norm off (the z-lab reference's way), the block rows go straight into the
-    target's lm_head: here the doubling final norm would not change an argmax, so the logits
-    are compared instead."""
-    from dataclasses import replace
-
+def test_hand_rows_go_straight_to_the_lm_head():
+    """As the reference computes `lm_head(norm(h))`, the rows the target's lm_head is handed
+    are the draft's final-normed block rows 1 .. k themselves (no target norm in between)."""
     target = HandTarget(HAND_TAPS)
-    head = DFlashHead(DFlashDraft(replace(HAND_CONFIG, target_norm=False), HAND_TENSORS,
-                                  np.float64), target)
+    head = DFlashHead(DFlashDraft(HAND_CONFIG, HAND_TENSORS, np.float64), target)
     head.commit_rows([0, 1], np.zeros((2, 2)), 2)
     seen = []
     target.lm_head_logits = lambda rows: seen.append(np.array(rows)) or rows @ HandTarget.lm_head.T
@@ -178,6 +176,14 @@ def test_nothing_of_a_block_persists():
     assert head.length == 2
     for (k, v), (k0, v0) in zip(head._kv, before, strict=True):
         assert np.array_equal(k.view(), k0) and np.array_equal(v.view(), v0)
+
+
+def reference_taps(target):
+    """The target's taps as the reference reads them: the last layer's after the final norm
+    (the tiny configs tap the first and the last layer)."""
+    taps = target.tapped_rows().astype(np.float64)
+    taps[:, -1] = target.final_norm(taps[:, -1].astype(target.dtype))
+    return taps
 
 
 def torch_block(config, tensors, taps, x, start):
@@ -250,10 +256,11 @@ def test_block_matches_transformers_qwen3_pieces(qwen3):
 
 def test_propose_runs_the_block_after_the_context(qwen3, tmp_path):
     """propose(s, p) runs [s, mask, ...] (scaled target embedding) at positions p .. p+B-1
-    after the context of positions 0 .. p-1, and hands rows 1 .. k through the target's final
-    norm to its lm_head: the rows it hands over equal the torch reference's, so the block's
-    positions, its input and the norm are the ones drafts.md says."""
-    config = tiny_dflash_config(qwen3, block_size=4, rope_theta=100.0, embedding_scale=1.5)
+    after the context of positions 0 .. p-1, and hands rows 1 .. k to the target's lm_head:
+    the rows it hands over equal the torch reference's, so the block's positions and its
+    input are the reference's."""
+    config = tiny_dflash_config(qwen3, block_size=4, rope_theta=100.0,
+                                input_embedding_scale=1.5)
     tensors = random_dflash_tensors(config, seed=4)
     head = DFlashHead(DFlashDraft(config, tensors, np.float32), qwen3)
     text = [11, 12, 13, 14, 15]
@@ -266,9 +273,8 @@ def test_propose_runs_the_block_after_the_context(qwen3, tmp_path):
     drafts = head.propose(42, 5, 2, None)
     assert len(drafts) == 2
     x = 1.5 * np.stack([qwen3.embed_row(t) for t in [42] + [config.mask_token_id] * 3])
-    rows = torch_block(config, tensors, qwen3.tapped_rows().astype(np.float64), x, 5)
-    expected = qwen3.final_norm(rows[1:3].astype(np.float32))
-    np.testing.assert_allclose(seen[0], expected, atol=1e-4)
+    rows = torch_block(config, tensors, reference_taps(qwen3), x, 5)
+    np.testing.assert_allclose(seen[0], rows[1:3], atol=1e-4)
 
 
 def test_context_is_every_committed_position_in_any_chunks(qwen3, tmp_path):
@@ -279,7 +285,7 @@ def test_context_is_every_committed_position_in_any_chunks(qwen3, tmp_path):
     prompt = [189, 190] * 4
     result = onebit.run(qwen3, head, prompt, max_tokens=30, k=3)
     assert result.stats.accepted > 0  # some rounds committed several rows at once
-    taps = qwen3.tapped_rows()
+    taps = reference_taps(qwen3)
     assert head.length == taps.shape[0] == len(prompt) + 30
     whole = head.draft.context_kv(head.draft.context(taps), 0)
     for (k, v), (k0, v0) in zip(head._kv, whole, strict=True):
@@ -313,12 +319,15 @@ def test_commit_rows_reads_only_count_positions(qwen3, tmp_path):
 
 
 def test_a_draft_that_does_not_fit_its_target_fails_at_construction(qwen3):
-    """Another hidden size, a target layer the target lacks, or a mask token past the target's
-    vocabulary: a DraftMismatchError naming the misfit, before anything runs."""
+    """Another hidden size, a target layer the target lacks, a mask token past the target's
+    vocabulary, a draft made for another vocabulary or another number of target layers: a
+    DraftMismatchError naming the misfit, before anything runs."""
     cases = [
         (dict(hidden_size=128), "hidden size 128, its target 256"),
         (dict(target_layer_ids=(0, 5)), "no layer 5"),
         (dict(mask_token_id=256), "mask_token_id 256 is outside"),
+        (dict(vocab_size=1000), "vocab_size 1000, its target has 256"),
+        (dict(num_target_layers=36), "target of 36 layers"),
     ]
     for overrides, message in cases:
         config = tiny_dflash_config(qwen3, **overrides)
@@ -327,25 +336,27 @@ def test_a_draft_that_does_not_fit_its_target_fails_at_construction(qwen3):
             DFlashHead(draft, qwen3)
 
 
-def test_files_round_trip_and_z_lab_layout(qwen3, tmp_path):
-    """fabricate_dflash writes config.json + model.safetensors that load_dflash reads back to
-    the same drafts; the z-lab layout (DFlash fields under dflash_config, names under
-    'model.') loads too."""
+def test_files_round_trip_and_older_z_lab_layout(qwen3, tmp_path):
+    """fabricate_dflash writes config.json + BF16 model.safetensors that load_dflash reads
+    back to the same drafts; the older z-lab layout (block_size and the DFlash fields flat at
+    the top level, names under 'model.') loads to the same config and drafts."""
     path = fabricate_dflash(tmp_path / "a", qwen3, seed=5)
     head = load_dflash(path, qwen3)
     raw = json.loads((path / "config.json").read_text())
     assert DFlashConfig.from_dict(raw) == head.draft.config
-    nested = {k: v for k, v in raw.items() if k not in ("mask_token_id", "target_layer_ids")}
-    nested["dflash_config"] = {"mask_token_id": raw["mask_token_id"],
-                               "target_layer_ids": raw["target_layer_ids"]}
-    from safetensors.numpy import load_file, save_file
+    nested = {k: v for k, v in raw.items() if k != "dflash_config"}
+    nested.update(raw["dflash_config"])
+    from safetensors.numpy import save_file
+
+    from onebit.heads.checkpoint import read_tensors
 
     other = tmp_path / "b"
     other.mkdir()
     (other / "config.json").write_text(json.dumps(nested))
-    tensors = load_file(str(path / "model.safetensors"))
+    tensors = read_tensors(path)
     save_file({"model." + k: v for k, v in tensors.items()}, str(other / "model.safetensors"))
     again = load_dflash(other, qwen3)
+    assert again.draft.config == head.draft.config
     for pos, t in enumerate([5, 6, 7]):
         qwen3.step(t, pos)
     head.commit_rows([5, 6, 7], np.zeros((3, 256)), 3)
@@ -353,20 +364,67 @@ def test_files_round_trip_and_z_lab_layout(qwen3, tmp_path):
     assert head.propose(9, 3, 3, None) == again.propose(9, 3, 3, None)
 
 
-def test_bf16_checkpoint_loads(qwen3, tmp_path):
-    """A draft stored in BF16 (as released drafts are) loads, widened to float32, to the
-    bf16-rounded weights."""
+def test_fabricated_drafts_are_bf16_rounded_as_torch_rounds(qwen3, tmp_path):
+    """fabricate_dflash stores BF16 as released drafts are; what loads back equals torch's
+    bfloat16 rounding of the float32 weights (round to nearest even), tensor for tensor."""
     torch = pytest.importorskip("torch")
-    from safetensors.numpy import load_file
-    from safetensors.torch import save_file
-
-    path = fabricate_dflash(tmp_path, qwen3)
-    tensors = load_file(str(path / "model.safetensors"))
-    save_file({k: torch.tensor(v).bfloat16() for k, v in tensors.items()},
-              str(path / "model.safetensors"))
+    path = fabricate_dflash(tmp_path, qwen3, seed=2)
     head = load_dflash(path, qwen3)
-    want = torch.tensor(tensors["fc.weight"]).bfloat16().float().numpy()
-    assert np.array_equal(head.draft.fc, want)
+    config = head.draft.config
+    for name, value in random_dflash_tensors(config, seed=2).items():
+        want = torch.tensor(value).bfloat16().float().numpy()
+        if name == "fc.weight":
+            assert np.array_equal(head.draft.fc, want)
+        elif name == "layers.0.self_attn.q_proj.weight":
+            assert np.array_equal(head.draft.layers[0].q, want)
+
+
+def _edit_config(raw, change):
+    """A copy of a published config with `change` applied: {key: value}, a key under
+    'dflash_config.' for the DFlash fields, None to delete."""
+    raw = json.loads(json.dumps(raw))
+    for key, value in change.items():
+        where, name = (raw["dflash_config"], key.split(".", 1)[1]) if key.startswith(
+            "dflash_config.") else (raw, key)
+        if value is None:
+            where.pop(name, None)
+        else:
+            where[name] = value
+    return raw
+
+
+CONFIG_DAMAGE = {
+    "no-mask-token": ({"dflash_config.mask_token_id": None}, "missing field 'mask_token_id'"),
+    "block-size-1": ({"dflash_config.block_size": 1}, "'block_size' must be >= 2"),
+    "bad-layer-ids": ({"dflash_config.target_layer_ids": []},
+                      "'target_layer_ids' must be a non-empty list"),
+    "no-layer-ids": ({"dflash_config.target_layer_ids": None, "num_target_layers": None},
+                     "missing field 'target_layer_ids' .and no 'num_target_layers'"),
+    "dflash2": ({"architectures": ["DFlash2DraftModel"]}, "DFlash2DraftModel"),
+    "dflash2-keys": ({"dflash_config.conv_kernel_size": 2}, "conv_kernel_size' is refused"),
+    "other-model": ({"model_type": "llama"}, "'model_type' is 'llama'"),
+    "target-norm": ({"target_norm": True}, "'target_norm' is refused"),
+    "old-scale": ({"embedding_scale": 2.0}, "'embedding_scale' is refused.*input_embedding"),
+    "unknown-key": ({"attention_sink_bias": True}, "'attention_sink_bias' is not one"),
+    "unknown-dflash-key": ({"dflash_config.use_swa": True}, "'dflash_config.use_swa' is not"),
+    "rope-type": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e6}},
+                  "'rope_type' is 'llama3'"),
+    "layer-type": ({"layer_types": ["chunked_attention"]}, "layer_types.0. is"),
+    "act": ({"hidden_act": "gelu"}, "'hidden_act' is 'gelu'"),
+}
+
+
+@pytest.mark.parametrize("damage", list(CONFIG_DAMAGE))
+def test_bad_configs_are_refused_by_name(qwen3, tmp_path, damage):
+    """Each config a DFlashDraftModel head cannot compute as its reference does (another
+    model kind, DFlash2's keys, onebit's old target_norm / embedding_scale, a key nobody
+    reads, an unsupported rope or layer type) raises a DraftFileError naming the key."""
+    path = fabricate_dflash(tmp_path, qwen3)
+    raw = json.loads((path / "config.json").read_text())
+    change, message = CONFIG_DAMAGE[damage]
+    (path / "config.json").write_text(json.dumps(_edit_config(raw, change)))
+    with pytest.raises(DraftFileError, match=message):
+        load_dflash(path, qwen3)
 
 
 @pytest.mark.parametrize(
@@ -374,34 +432,28 @@ def test_bf16_checkpoint_loads(qwen3, tmp_path):
     [
         ("no-config", "config.json: no such file"),
         ("bad-json", "not valid JSON"),
-        ("no-block-size", "missing field 'block_size'"),
-        ("block-size-1", "'block_size' must be >= 2"),
-        ("bad-layer-ids", "'target_layer_ids' must be a non-empty list"),
         ("no-weights", "no \\*.safetensors file"),
         ("missing-tensor", "missing tensor 'layers.0.mlp.up_proj.weight'"),
         ("wrong-shape", "tensor 'fc.weight' has shape"),
+        ("unknown-tensor", "tensor 'layers.0.attention_conv.base_kernel' is not part"),
         ("corrupt", "not a valid safetensors file"),
     ],
 )
 def test_bad_draft_files_fail_by_name(qwen3, tmp_path, damage, message):
-    """Each broken draft directory raises a DraftFileError naming the file, field or tensor."""
-    from safetensors.numpy import load_file, save_file
+    """Each broken draft directory raises a DraftFileError naming the file or tensor; a
+    tensor the head would not compute with (DFlash2's convolution) is refused, not dropped."""
+    from safetensors.numpy import save_file
+
+    from onebit.heads.checkpoint import read_tensors
 
     path = fabricate_dflash(tmp_path, qwen3)
     config = path / "config.json"
     weights = path / "model.safetensors"
-    raw = json.loads(config.read_text())
-    tensors = load_file(str(weights))
+    tensors = read_tensors(path)
     if damage == "no-config":
         config.unlink()
     elif damage == "bad-json":
         config.write_text("{")
-    elif damage == "no-block-size":
-        config.write_text(json.dumps({k: v for k, v in raw.items() if k != "block_size"}))
-    elif damage == "block-size-1":
-        config.write_text(json.dumps({**raw, "block_size": 1}))
-    elif damage == "bad-layer-ids":
-        config.write_text(json.dumps({**raw, "target_layer_ids": []}))
     elif damage == "no-weights":
         weights.unlink()
     elif damage == "missing-tensor":
@@ -410,7 +462,81 @@ def test_bad_draft_files_fail_by_name(qwen3, tmp_path, damage, message):
     elif damage == "wrong-shape":
         tensors["fc.weight"] = tensors["fc.weight"][:, :10].copy()
         save_file(tensors, str(weights))
+    elif damage == "unknown-tensor":
+        tensors["layers.0.attention_conv.base_kernel"] = np.zeros((2, 2, 256), np.float32)
+        save_file(tensors, str(weights))
     elif damage == "corrupt":
         weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(DraftFileError, match=message):
         load_dflash(path, qwen3)
+
+
+def test_fabricate_dflash_writes_the_published_layout(target_dirs, tmp_path, capsys):
+    """`onebit fabricate dflash` writes what z-lab publishes: a DFlashDraftModel / qwen3
+    config with the DFlash fields under dflash_config, and one model.safetensors of BF16
+    tensors named fc, hidden_norm, norm and layers.N.* (no prefix, no embedding, no lm_head),
+    which loads and drafts greedy's text."""
+    import argparse
+    import struct
+
+    from onebit.commands import fabricate
+
+    parser = argparse.ArgumentParser(prog="onebit")
+    fabricate.add_parser(parser.add_subparsers(dest="command")).set_defaults(
+        _main=fabricate.main)
+    args = parser.parse_args(["fabricate", "dflash", str(tmp_path / "d"), "--target",
+                              str(target_dirs["qwen3"]), "--block-size", "6"])
+    assert args._main(args) == 0
+    raw = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert raw["architectures"] == ["DFlashDraftModel"] and raw["model_type"] == "qwen3"
+    assert set(raw["dflash_config"]) == {"block_size", "mask_token_id", "target_layer_ids"}
+    assert raw["dflash_config"]["block_size"] == 6 and raw["num_target_layers"] == 2
+    assert "target_norm" not in raw and "embedding_scale" not in raw
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["config.json",
+                                                                  "model.safetensors"]
+    with open(tmp_path / "d" / "model.safetensors", "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    header.pop("__metadata__")
+    config = DFlashConfig.from_dict(raw)
+    assert {n: tuple(e["shape"]) for n, e in header.items()} == config.shapes()
+    assert {e["dtype"] for e in header.values()} == {"BF16"}
+    model = onebit.load_model(target_dirs["qwen3"])
+    head = load_dflash(tmp_path / "d", model)
+    prompt = [189, 190] * 3
+    result = onebit.run(model, head, prompt, max_tokens=20, k=5)
+    assert result.tokens == onebit.greedy(model, prompt, max_tokens=20).tokens
+
+
+@pytest.mark.parametrize(
+    ("targets", "layers", "published"),
+    [
+        (36, 5, [1, 9, 17, 25, 33]),  # a Qwen3-4B draft's ids (36 target layers)
+        (48, 8, [1, 7, 14, 20, 26, 32, 39, 45]),  # z-lab/Qwen3.5-122B-A10B-DFlash's ids
+        (52, 5, [1, 13, 25, 37, 49]),  # z-lab's DFlash2 test fixture's ids
+        (36, 1, [18]),  # one draft layer: the middle target layer
+    ],
+)
+def test_default_taps_reproduce_published_ids(targets, layers, published):
+    """With target_layer_ids absent, the ids derived from num_target_layers as the reference
+    derives them are the ones published configs spell out."""
+    from onebit.heads import build_target_layer_ids
+
+    assert build_target_layer_ids(targets, layers) == published
+
+
+def test_sliding_and_causal_visibility_by_position():
+    """Queries at positions 5 and 6 over keys 0 .. 7: causal sees keys up to itself; a
+    window of 3 keeps the 3 positions ending at the query (causal) or within 2 either side
+    (not causal); neither: no mask at all."""
+    from onebit.heads.layers import visibility
+
+    q, k = np.array([5, 6]), np.arange(8)
+
+    def seen(mask):
+        return [list(np.flatnonzero(row)) for row in mask]
+
+    assert seen(visibility(q, k, causal=True, window=None)) == [list(range(6)), list(range(7))]
+    assert seen(visibility(q, k, causal=True, window=3)) == [[3, 4, 5], [4, 5, 6]]
+    assert seen(visibility(q, k, causal=False, window=3)) == [[3, 4, 5, 6, 7], [4, 5, 6, 7]]
+    assert visibility(q, k, causal=False, window=None) is None

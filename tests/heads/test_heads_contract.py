@@ -8,17 +8,27 @@ import numpy as np
 import pytest
 
 import onebit
-from onebit.heads import NgramHead, fabricate_dflash, fabricate_mtp, load_dflash, load_mtp
+from onebit.heads import (
+    NgramHead,
+    fabricate_dflash,
+    fabricate_mtp,
+    load_dflash,
+    load_mtp,
+    load_own_mtp,
+)
 
 PROMPTS = {
     "plain": [1, 2, 3, 4],
     "repetitive": [189, 190] * 4,
 }
 N = 40
-HEADS = ("ngram", "ngram-two-pass", "dflash", "mtp")
+HEADS = ("ngram", "ngram-two-pass", "dflash", "mtp", "own-mtp")
+# (target family, head): every head on both families, Qwen3.5's own MTP on Qwen3.5 only
+ARMS = [(kind, name) for name in HEADS for kind in ("qwen3", "qwen3_5")
+        if not (name == "own-mtp" and kind == "qwen3")]
 
 
-def make_head(name, target, tmp_path):
+def make_head(name, target, tmp_path, target_dirs=None):
     if name == "ngram":
         return NgramHead(n=3, k=8)
     if name == "ngram-two-pass":
@@ -27,17 +37,19 @@ def make_head(name, target, tmp_path):
         return load_dflash(fabricate_dflash(tmp_path / "draft", target, block_size=5), target)
     if name == "mtp":
         return load_mtp(fabricate_mtp(tmp_path / "mtp", target), target)
+    if name == "own-mtp":  # Qwen3.5's own MTP layers, from the target's checkpoint
+        return load_own_mtp(target_dirs["qwen3_5"], target)
     raise ValueError(name)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS, ids=list(PROMPTS))
 @pytest.mark.parametrize("k", [2, 7])
-@pytest.mark.parametrize("name", HEADS)
-def test_text_and_state_equal_greedy(target, name, k, prompt, tmp_path):
+@pytest.mark.parametrize(("kind", "name"), ARMS)
+def test_text_and_state_equal_greedy(target, name, k, prompt, tmp_path, target_dirs):
     """run() with each head emits exactly greedy's tokens, for k = 2 and 7 and a plain and a
     repetitive prompt; after the run one more step gives greedy's logits bit for bit."""
     prompt = PROMPTS[prompt]
-    head = make_head(name, target, tmp_path)  # before greedy: DFlash sets the target's taps
+    head = make_head(name, target, tmp_path, target_dirs)  # before greedy: DFlash sets taps
     reference = onebit.greedy(target, prompt, max_tokens=N)
     expected_logits = target.step(int(np.argmax(target.lm_head_logits(target.last_hidden()))),
                                   len(prompt) + N)
@@ -48,12 +60,12 @@ def test_text_and_state_equal_greedy(target, name, k, prompt, tmp_path):
     assert np.array_equal(target.step(next_token, len(prompt) + N), expected_logits)
 
 
-@pytest.mark.parametrize("name", HEADS)
-def test_pass_accounting_is_exact(target, counting, name, tmp_path):
+@pytest.mark.parametrize(("kind", "name"), ARMS)
+def test_pass_accounting_is_exact(target, counting, name, tmp_path, target_dirs):
     """The run's stats equal what a counting wrapper around the base saw: decode steps,
     batches and their rows; rounds and accepted drafts follow from the round kind; passes per
     token is passes / emitted."""
-    head = make_head(name, target, tmp_path)
+    head = make_head(name, target, tmp_path, target_dirs)
     prompt = PROMPTS["repetitive"]
     base = counting(target)
     result = onebit.run(base, head, prompt, max_tokens=N, k=7)

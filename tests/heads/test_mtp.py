@@ -3,6 +3,8 @@ its first draft against the base's own choice, its files and its misfits."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -166,11 +168,13 @@ def test_misfits_and_misuse(qwen3):
 def test_files_round_trip_with_prefixes(qwen3, tmp_path):
     """fabricate_mtp writes a draft load_mtp reads back; names under 'mtp.' (as in Qwen3-Next
     style checkpoints) load the same; a missing tensor fails by name."""
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import save_file
+
+    from onebit.heads.checkpoint import read_tensors
 
     path = fabricate_mtp(tmp_path / "a", qwen3, seed=1)
     head = load_mtp(path, qwen3)
-    tensors = load_file(str(path / "model.safetensors"))
+    tensors = read_tensors(path)
     save_file({"mtp." + k: v for k, v in tensors.items()}, str(path / "model.safetensors"))
     again = load_mtp(path, qwen3)
     assert again.draft.config == head.draft.config
@@ -179,3 +183,15 @@ def test_files_round_trip_with_prefixes(qwen3, tmp_path):
     save_file(tensors, str(path / "model.safetensors"))
     with pytest.raises(DraftFileError, match="missing tensor 'norm.weight'"):
         load_mtp(path, qwen3)
+
+
+def test_a_qwen3_style_draft_cannot_switch_on_qwen3_5_arithmetic(qwen3, tmp_path):
+    """A Qwen3-style MTP draft's config that sets Qwen3.5-only arithmetic (gated attention,
+    zero-centred norms, one layer per step) is refused by name, not silently run as Qwen3."""
+    path = fabricate_mtp(tmp_path, qwen3)
+    raw = json.loads((path / "config.json").read_text())
+    assert "gated_attention" not in raw
+    for key in ("gated_attention", "zero_centred_norms", "layer_per_step"):
+        (path / "config.json").write_text(json.dumps({**raw, key: True}))
+        with pytest.raises(DraftFileError, match=f"'{key}' is set"):
+            load_mtp(path, qwen3)

@@ -52,3 +52,18 @@ def cli(capsys):
         return status, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tally_tools():
+    """Counts outcomes by kind for the fuzz table (see tests/fuzz/conftest.py)."""
+    import json
+    import os
+    from collections import Counter, defaultdict
+
+    counts: dict[str, Counter] = defaultdict(Counter)
+    yield lambda kind, outcome: counts[kind].update([outcome])
+    out = os.environ.get("ONEBIT_FUZZ_TALLY")
+    if out:
+        path = Path(out).with_suffix(".tools.json")
+        path.write_text(json.dumps({k: dict(v) for k, v in counts.items()}, indent=2))

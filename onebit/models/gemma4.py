@@ -1,0 +1,348 @@
+"""The host reference forward of the Gemma 4 text model, as a `BaseModel` (docs/gemma4.md).
+
+The math, in the order it runs for R tokens at positions pos .. pos+R-1, as transformers'
+`Gemma4ForCausalLM` writes it (`models/gemma4/modeling_gemma4.py`):
+
+    e = embed[tokens] * sqrt(H)                                    embedding scaling
+    PLE (per-layer embeddings, when hidden_size_per_layer_input P > 0), [R, L, P]:
+        token part    t = ple_table[tokens] * sqrt(P)
+        context part  c = norm_P(per_layer_model_projection @ e * H^-1/2)
+        ple = (c + t) * 2^-1/2
+    x = e; for each layer l:
+        x += norm(attn(norm(x)))                                    post-attention norm
+        x += norm(mlp(norm(x)))       mlp = down(gelu_tanh(gate(h)) * up(h))
+        x += norm(per_layer_projection @ (gelu_tanh(per_layer_input_gate @ x) * ple[l]))
+        x *= layer_scalar
+    hidden = norm(x); logits = lm_head @ hidden; logits = cap * tanh(logits / cap) if capped
+
+Every norm is RMSNorm with a plain weight, `x / sqrt(mean(x^2) + eps) * w`. Attention: q, k, v
+projections; q_norm / k_norm (RMSNorm over the head, one weight for all heads) before RoPE; v
+gets a weightless RMSNorm; the scale is 1 (the norms set the size); GQA. Sliding layers see the
+last `sliding_window` positions (the query's own included) and rotate all of a head with their
+RoPE; global layers see every position, may have a wider head, and use "proportional" RoPE
+(only the first pairs rotate). On global layers with `attention_k_eq_v` the values are the raw
+keys (no v_proj). The last `num_kv_shared_layers` layers compute no keys or values: they read
+the cache of the last earlier layer of their type.
+
+Batch invariance is achieved as in qwen3.py: a verify runs the step's code on R rows, products
+go through kernels.py (each row by one fixed formula), attention runs row by row on exactly the
+positions a step at that row's position would see (gathered in position order), and the rest is
+elementwise or reduces within a row. So a verify row, and the state `commit_verify(n)` leaves,
+are bit-identical to stepping.
+
+State. Each layer that owns its K/V has a cache: a global layer's grows with the sequence (its
+valid length is the committed length); a sliding layer's is a ring of `sliding_window +
+max_batch_rows()` slots holding position p in slot p % capacity. That capacity makes rollback
+free: a verify of R <= max_batch_rows rows at pos overwrites only positions below
+pos - sliding_window, which no row of this pass and no later pass can see, so `commit_verify(n)`
+has nothing to undo, even when the batch crosses the window's edge.
+
+Weight cache. Every weight is prepared once (WeightStore). The PLE weights (each layer's gate
+and projection, the model projection, and the 32-row band of the PLE table that holds a token)
+are prepared once and kept too; `ONEBIT_PLE_PER_TOKEN=1` (or `ple_per_token=True`) prepares
+them again on every use instead: the slow arm of the A/B in benchmarks/gemma4_ple_ab.py, which
+must give the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from onebit.backends import Backend, make_backend
+from onebit.models.gemma4_config import SLIDING, Gemma4Config
+from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, Qwen3Model, _Pass
+from onebit.models.weights import WeightStore, load_tensors
+
+PLE_ENV = "ONEBIT_PLE_PER_TOKEN"
+PLE_TABLE = "model.embed_tokens_per_layer.weight"
+PLE_PROJECTION = "model.per_layer_model_projection.weight"
+BAND_ROWS = 32  # rows of the PLE table prepared together: one Q4NX block row
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def ple_per_token_from_env() -> bool:
+    """True when `ONEBIT_PLE_PER_TOKEN` asks for the PLE weights to be prepared every token."""
+    return os.environ.get(PLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_gemma4(path: Path, raw: dict, kind: str, *, dtype: np.dtype | type, max_batch_rows: int,
+                kernel: str, q4nx_convention: str, unpack_per_token: bool | None,
+                backend: str | Backend = "host") -> Gemma4Model:
+    """The Gemma 4 model in directory `path` (whose config.json is `raw`); see `load_model`."""
+    config = Gemma4Config.from_dict(raw, source=str(path / "config.json"))
+    weights = WeightStore(load_tensors(path, kind), config, dtype=dtype,
+                          convention=q4nx_convention, unpack_per_token=unpack_per_token,
+                          source=str(path), shapes=config.expected_shapes())
+    return Gemma4Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
+                       backend=backend)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """transformers' "gelu_pytorch_tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    t = x.dtype.type
+    return t(0.5) * x * (t(1.0) + np.tanh(t(_GELU_C) * (x + t(0.044715) * (x * x * x))))
+
+
+class _RopeTable:
+    """cos / sin of each position's angles for one set of inverse frequencies, one row per
+    position, each computed alone (position * freqs in float64, rounded to the compute dtype)
+    the first time a pass needs it: a row's bits never depend on which pass filled it."""
+
+    def __init__(self, inv_freq: list[float], dtype: np.dtype) -> None:
+        self.inv_freq = np.asarray(inv_freq, dtype=np.float64)
+        self.dtype = dtype
+        self.cos = np.zeros((0, len(inv_freq)), dtype)
+        self.sin = np.zeros((0, len(inv_freq)), dtype)
+
+    def rows(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        filled = self.cos.shape[0]
+        if end > filled:
+            positions = range(filled, max(end, 2 * filled, 64))
+            cos = [np.cos(p * self.inv_freq).astype(self.dtype) for p in positions]
+            sin = [np.sin(p * self.inv_freq).astype(self.dtype) for p in positions]
+            self.cos = np.concatenate([self.cos, np.stack(cos)])
+            self.sin = np.concatenate([self.sin, np.stack(sin)])
+        return self.cos[start:end], self.sin[start:end]
+
+    def apply(self, x: np.ndarray, pos: int) -> np.ndarray:
+        """Rotate-half RoPE over the whole head for R rows at pos .. pos+R-1 (`x`: [R, heads,
+        D]); pairs with frequency 0 pass through unchanged (cos 1, sin 0)."""
+        half = x.shape[2] // 2
+        cos, sin = self.rows(pos, pos + x.shape[0])
+        cos, sin = cos[:, None, :], sin[:, None, :]
+        x1, x2 = x[:, :, :half], x[:, :, half:]
+        out = np.empty(x.shape, self.dtype)
+        np.subtract(x1 * cos, x2 * sin, out=out[:, :, :half])
+        np.add(x2 * cos, x1 * sin, out=out[:, :, half:])
+        return out
+
+
+class Gemma4Model(Qwen3Model):
+    """A Gemma 4 text forward in numpy, implementing `onebit.BaseModel`.
+
+    It shares the BaseModel plumbing with `Qwen3Model` (argument checks, step / verify /
+    commit_verify, layer taps, the final norm, the embedding row a head reads) and brings its
+    own layer, attention, caches and PLE; the constructor sets every attribute the shared
+    methods read.
+    """
+
+    def __init__(self, config: Gemma4Config, weights: WeightStore, *,
+                 max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS, kernel: str = "auto",
+                 backend: str | Backend = "host", ple_per_token: bool | None = None) -> None:
+        if (isinstance(max_batch_rows, bool) or not isinstance(max_batch_rows, int)
+                or max_batch_rows < 1):
+            raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
+        self.config = config
+        self.weights = weights
+        self.dtype = weights.dtype
+        self._max_rows = max_batch_rows
+        # the products go through the backend by weight name, as in Qwen3Model
+        self.backend = make_backend(backend, kernel=kernel,
+                                    resident=not getattr(weights, "unpack_per_token", False))
+        self.backend.attach(self)
+        self.kernel = getattr(self.backend, "kernel", self.backend.name)
+        self.ple_per_token = ple_per_token_from_env() if ple_per_token is None else ple_per_token
+        c, t = config, self.dtype.type
+        self._norms = {name: weights.get(name) for name in weights.names()
+                       if name.endswith("norm.weight")}
+        self._scalars = [weights.get(f"model.layers.{i}.layer_scalar")
+                         for i in range(c.num_hidden_layers)]
+        # the scales transformers keeps as float32 buffers or Python floats, in the compute dtype
+        self._embed_scale = t(math.sqrt(c.hidden_size))
+        self._ple_scales = (t(math.sqrt(c.hidden_size_per_layer_input)),
+                            t(c.hidden_size ** -0.5), t(2.0 ** -0.5))
+        self._cap = None if c.final_logit_softcapping is None else t(c.final_logit_softcapping)
+        self._ropes: dict[tuple[str, int], _RopeTable] = {}
+        for layer, kind in enumerate(c.layer_types):
+            key = (kind, c.head_dims[layer])
+            if key not in self._ropes:
+                self._ropes[key] = _RopeTable(c.inv_freq(layer), self.dtype)
+        self._ple_bands: dict[int, np.ndarray] = {}
+        self._taps: tuple[int, ...] = ()
+        self.reset()
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        c = self.config
+        self._length = 0
+        self._k: dict[int, np.ndarray] = {}
+        self._v: dict[int, np.ndarray] = {}
+        for layer in range(c.num_hidden_layers):
+            if c.owns_kv(layer):
+                shape = (c.kv_heads[layer], self.cache_capacity(layer), c.head_dims[layer])
+                self._k[layer] = np.zeros(shape, self.dtype)
+                self._v[layer] = np.zeros(shape, self.dtype)
+        self._pending = None
+        self._last_hidden = np.zeros(c.hidden_size, self.dtype)
+        self._last_rows = np.zeros((0, c.hidden_size), self.dtype)
+        self._tapped: list[np.ndarray] = []
+
+    def cache_capacity(self, layer: int) -> int:
+        """Slots of a layer's K/V cache: a sliding layer's ring holds its window plus one
+        verify batch (see the module docstring); a global layer's starts at 64 and grows."""
+        if self.config.layer_types[layer] == SLIDING:
+            return self.config.sliding_window + self._max_rows
+        return self._k[layer].shape[1] if layer in self._k else 64
+
+    def visible_kv(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """`[Hkv, n, D]` keys and values the next step at the committed length L reads in
+        `layer` (its own cache or the one it shares), in position order: positions
+        L - sliding_window + 1 .. L - 1 on a sliding layer, 0 .. L - 1 on a global one."""
+        end = self._length  # the next query sits at `end` and sees up to `end` itself
+        return self._window(self.config.kv_sources[layer], self._first_visible(layer, end + 1),
+                            end)
+
+    # -- the forward -------------------------------------------------------------------------------
+
+    def _forward(self, tokens: list[int], pos: int) -> _Pass:
+        c, R = self.config, len(tokens)
+        self._ensure_capacity(pos + R)
+        x = np.stack([np.asarray(self.weights.embedding_row(t), self.dtype) for t in tokens])
+        x = x * self._embed_scale
+        ple = self._per_layer_inputs(tokens, x) if c.ple else None
+        taps: dict[int, np.ndarray] = {}
+        for layer in range(c.num_hidden_layers):
+            x = self._layer(layer, x, pos, ple)
+            if layer in self._taps:
+                taps[layer] = x
+        hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
+        logits = self._softcap(self._linear(LM_HEAD, hidden))
+        tapped = (np.stack([taps[layer] for layer in self._taps], axis=1) if self._taps
+                  else np.zeros((R, 0, c.hidden_size), self.dtype))
+        return _Pass(list(tokens), pos, logits, hidden, tapped, [])
+
+    def _layer(self, layer: int, x: np.ndarray, pos: int, ple: np.ndarray | None) -> np.ndarray:
+        p, n = f"model.layers.{layer}.", self._norms
+        h = self._rmsnorm(x, n[p + "input_layernorm.weight"])
+        attended = self._attention(layer, h, pos)
+        x = x + self._rmsnorm(attended, n[p + "post_attention_layernorm.weight"])
+        h = self._rmsnorm(x, n[p + "pre_feedforward_layernorm.weight"])
+        x = x + self._rmsnorm(self._mlp(p, h), n[p + "post_feedforward_layernorm.weight"])
+        if ple is not None:  # the per-layer input, after the MLP residual
+            gate = gelu_tanh(self._ple_linear(p + "per_layer_input_gate.weight", x))
+            out = self._ple_linear(p + "per_layer_projection.weight",
+                               gate * ple[:, layer])
+            x = x + self._rmsnorm(out, n[p + "post_per_layer_input_norm.weight"])
+        return x * self._scalars[layer]
+
+    def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
+        gate = self._linear(p + "mlp.gate_proj.weight", h)
+        up = self._linear(p + "mlp.up_proj.weight", h)
+        return self._linear(p + "mlp.down_proj.weight", gelu_tanh(gate) * up)
+
+    def _softcap(self, logits: np.ndarray) -> np.ndarray:
+        if self._cap is None:
+            return logits
+        return np.tanh(logits / self._cap) * self._cap
+
+    def lm_head_logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Logits of final-normed rows, soft-capped as the forward's are (bit for bit)."""
+        return self._softcap(super().lm_head_logits(hidden))
+
+    # -- per-layer embeddings ------------------------------------------------------------------
+
+    def _per_layer_inputs(self, tokens: list[int], embedded: np.ndarray) -> np.ndarray:
+        """`[R, L, P]`: the token part and the context part of the PLE, combined."""
+        c, R = self.config, len(tokens)
+        L, P = c.num_hidden_layers, c.hidden_size_per_layer_input
+        token_scale, projection_scale, input_scale = self._ple_scales
+        token_part = np.stack([self._ple_row(t) for t in tokens]).reshape(R, L, P) * token_scale
+        context = self._ple_linear(PLE_PROJECTION, embedded) * projection_scale
+        context = self._rmsnorm(context.reshape(R, L, P),
+                                self._norms["model.per_layer_projection_norm.weight"])
+        return (context + token_part) * input_scale
+
+    def _ple_per_token(self) -> bool:
+        return self.ple_per_token or self.weights.unpack_per_token
+
+    def _ple_weight(self, name: str) -> np.ndarray:
+        """A PLE gate / projection weight: from the cache, or prepared afresh per token."""
+        return self.weights.unpack(name) if self._ple_per_token() else self.weights.get(name)
+
+    def _ple_linear(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Rows times a PLE gate / projection weight on the backend; with the per-token switch
+        the backend prepares it again for this product (the A/B's slow arm)."""
+        return self.backend.linear(name, self._ple_weight, rows,
+                                   resident=not self._ple_per_token())
+
+    def _ple_row(self, token: int) -> np.ndarray:
+        """The PLE table's row of `token` (`[L * P]`), from its 32-row band: a band is prepared
+        the first time one of its tokens is seen and kept (or prepared again every time)."""
+        band, row = divmod(token, BAND_ROWS)
+        if self._ple_per_token():
+            return self.weights.row_band(PLE_TABLE, band)[row]
+        rows = self._ple_bands.get(band)
+        if rows is None:
+            rows = self._ple_bands[band] = self.weights.row_band(PLE_TABLE, band)
+        return rows[row]
+
+    # -- attention -------------------------------------------------------------------------------
+
+    def _attention(self, layer: int, h: np.ndarray, pos: int) -> np.ndarray:
+        c = self.config
+        a = f"model.layers.{layer}.self_attn."
+        R, Hq, D = h.shape[0], c.num_attention_heads, c.head_dims[layer]
+        rope = self._ropes[c.layer_types[layer], D]
+        q = self._linear(a + "q_proj.weight", h).reshape(R, Hq, D)
+        q = rope.apply(self._rmsnorm(q, self._norms[a + "q_norm.weight"]), pos)
+        source = c.kv_sources[layer]
+        if source == layer:
+            self._write_kv(layer, h, pos, rope)
+        Hkv = c.kv_heads[source]
+        q = q.reshape(R, Hkv, Hq // Hkv, D)
+        out = np.empty(q.shape, self.dtype)
+        for i in range(R):  # row i reads what a step at pos + i would, in the same order
+            end = pos + i + 1
+            keys, values = self._window(source, self._first_visible(layer, end), end)
+            scores = np.matmul(q[i], keys.transpose(0, 2, 1)).astype(np.float64)  # scale 1
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            out[i] = np.matmul(scores, values.astype(np.float64))
+        return self._linear(a + "o_proj.weight", out.reshape(R, Hq * D))
+
+    def _write_kv(self, layer: int, h: np.ndarray, pos: int, rope: _RopeTable) -> None:
+        """Project, normalise and rotate the keys and values of R rows into the layer's cache
+        at positions pos .. pos+R-1 (all rows first; each row then reads only its own past)."""
+        c = self.config
+        a = f"model.layers.{layer}.self_attn."
+        R, Hkv, D = h.shape[0], c.kv_heads[layer], c.head_dims[layer]
+        raw_k = self._linear(a + "k_proj.weight", h).reshape(R, Hkv, D)
+        raw_v = (raw_k if c.values_are_keys(layer)
+                 else self._linear(a + "v_proj.weight", h).reshape(R, Hkv, D))
+        k = rope.apply(self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]), pos)
+        v = raw_v / np.sqrt((raw_v * raw_v).mean(axis=-1, keepdims=True) + c.rms_norm_eps)
+        slots = np.arange(pos, pos + R) % self.cache_capacity(layer)
+        self._k[layer][:, slots] = k.transpose(1, 0, 2)
+        self._v[layer][:, slots] = v.transpose(1, 0, 2)
+
+    def _first_visible(self, layer: int, end: int) -> int:
+        """The first position a query at end - 1 sees in `layer`."""
+        if self.config.layer_types[layer] == SLIDING:
+            return max(0, end - self.config.sliding_window)
+        return 0
+
+    def _window(self, source: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """Positions start .. end-1 of a cache, `[Hkv, end - start, D]`, in position order."""
+        K, V = self._k[source], self._v[source]
+        if self.config.layer_types[source] != SLIDING:
+            return K[:, start:end], V[:, start:end]
+        slots = np.arange(start, end) % K.shape[1]
+        return K[:, slots], V[:, slots]
+
+    def _ensure_capacity(self, length: int) -> None:
+        """Grow the global layers' caches to hold `length` positions (rings never grow)."""
+        for layer, K in self._k.items():
+            if self.config.layer_types[layer] == SLIDING or length <= K.shape[1]:
+                continue
+            size = max(length, 2 * K.shape[1])
+            for cache in (self._k, self._v):
+                grown = np.zeros((K.shape[0], size, K.shape[2]), self.dtype)
+                grown[:, : K.shape[1]] = cache[layer]
+                cache[layer] = grown
