@@ -27,6 +27,10 @@ _EXPORTS = {
     **dict.fromkeys(("Oracle", "OracleHead", "garbage_head", "half_head", "over_head",
                      "pattern_head", "perfect_head", "short_head", "silent_head"),
                     "pytest_onebit.heads"),
+    **dict.fromkeys(("BASE_CHECKS", "BaseCheck", "BaseSettings"), "pytest_onebit.base_checks"),
+    **dict.fromkeys(("BaseModelContractError", "BaseReport", "check_base"),
+                    "pytest_onebit.base_runner"),
+    "BaseContract": "pytest_onebit.base_suite",
     "LoopContract": "pytest_onebit.suite",
     "ToyBase": "pytest_onebit.toy",
 }
@@ -35,7 +39,8 @@ __all__ = sorted(_EXPORTS)
 
 if "pytest" in sys.modules:  # under pytest: rewrite asserts in the helpers so they read well
     sys.modules["pytest"].register_assert_rewrite(
-        "pytest_onebit.assertions", "pytest_onebit.checks", "pytest_onebit.trace")
+        "pytest_onebit.assertions", "pytest_onebit.checks", "pytest_onebit.trace",
+        "pytest_onebit.base_checks")
 
 
 def __getattr__(name: str):

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from pytest_onebit.base_plugin import add_base_options, base_header, configure_base
+from pytest_onebit.base_plugin import onebit_base, onebit_base_subjects  # noqa: F401 (fixtures)
 from pytest_onebit.device import BACKENDS as DEVICE_BACKENDS  # standard library only
 
 DEFAULT_LOOP = "onebit.loop:run"
@@ -32,6 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the backend device tests run on (default auto: the NPU if its probe passes, "
         "else CUDA)",
     )
+    add_base_options(group)
 
 
 def _loop_option(config: pytest.Config):
@@ -64,10 +67,11 @@ def pytest_configure(config: pytest.Config) -> None:
         profiles.register()
     if config.getoption("onebit_loop") != DEFAULT_LOOP:
         _loop_option(config)  # a bad --onebit-loop fails at start-up, not in the first test
+    configure_base(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"onebit: loop {config.getoption('onebit_loop')}, "
+    return [f"onebit: loop {config.getoption('onebit_loop')}, {base_header(config)}, "
             f"device {config.getoption('onebit_device')}"]
 
 

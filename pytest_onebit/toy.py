@@ -8,7 +8,9 @@ stepping (as a real base must be for the contract to hold).
 
 It does not trust the loop: it counts steps, batches, batch rows, tokens consumed, calls at a
 position other than the committed length (`bad_pos`), batches over its row limit (`over`), and
-any other misuse (`misuse`), so that the conformance checks can read what happened.
+any other misuse (`misuse`), so that the conformance checks can read what happened. With
+`strict=True` it refuses misuse instead (a `ContractError`, state unchanged), as a real base
+must: that is the toy the base contract (docs/base-contract.md) holds.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class ToyConfig:
     max_batch_rows: int = 8
     rows_shape: str = "prefix"
     seed: int = 0
+    strict: bool = False  # refuse misuse (raise) instead of counting it
 
     def __post_init__(self) -> None:
         if self.vocab_size < 2:
@@ -68,8 +71,9 @@ class ToyBase:
         max_batch_rows: int = 8,
         rows_shape: str = "prefix",
         seed: int = 0,
+        strict: bool = False,
     ) -> None:
-        self.config = ToyConfig(vocab_size, hidden, max_batch_rows, rows_shape, seed)
+        self.config = ToyConfig(vocab_size, hidden, max_batch_rows, rows_shape, seed, strict)
         rng = np.random.default_rng(seed)
         self._unembed = rng.standard_normal((vocab_size, hidden))
         self._lanes = (np.arange(1, hidden + 1, dtype=np.uint64) * np.uint64(_GOLDEN)).astype(
@@ -126,12 +130,23 @@ class ToyBase:
         return token
 
     def _check_pos(self, pos: int, kind: str) -> None:
+        if self.config.strict:
+            self._refuse_misuse(pos, kind)
         if self._pending is not None:
             self.misuse.append(f"{kind} at {pos} while a verify batch was not committed")
             self._pending = None
         if pos != len(self.committed):
             self.bad_pos += 1
             self.misplaced.append(f"{kind} at position {pos} with {len(self.committed)} committed")
+
+    def _refuse_misuse(self, pos: int, kind: str) -> None:
+        """Strict mode: what the lax toy counts, refused before anything changes."""
+        if self._pending is not None:
+            raise ContractError(f"toy base: {kind} at {pos} while a verify batch was not "
+                                "committed", culprit="loop", pos=pos)
+        if pos != len(self.committed):
+            raise ContractError(f"toy base: {kind} at position {pos} with "
+                                f"{len(self.committed)} committed", culprit="loop", pos=pos)
 
     def step(self, token: int, pos: int) -> np.ndarray:
         token = self._check_token(token, "step")
@@ -148,6 +163,9 @@ class ToyBase:
         tokens = [self._check_token(t, "verify") for t in tokens]
         if not tokens:
             raise ContractError("toy base got an empty verify batch", culprit="loop", pos=pos)
+        if self.config.strict and len(tokens) > self.config.max_batch_rows:
+            raise ContractError(f"toy base: verify of {len(tokens)} rows; max_batch_rows() is "
+                                f"{self.config.max_batch_rows}", culprit="loop", pos=pos)
         self._check_pos(pos, "verify")
         self.calls.append(("verify", pos, len(tokens)))
         self.batches += 1
@@ -166,6 +184,9 @@ class ToyBase:
 
     def commit_verify(self, n: int) -> None:
         if self._pending is None:
+            if self.config.strict:
+                raise ContractError(f"toy base: commit_verify({n}) with no verify batch "
+                                    "pending", culprit="loop")
             self.misuse.append(f"commit_verify({n}) with no verify batch pending")
             return
         tokens, states, hidden = self._pending
