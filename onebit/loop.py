@@ -654,8 +654,24 @@ def greedy(
     Written apart from `run()` (no shared rounds) so that a bug in the loop cannot hide in
     its own reference."""
     tokens = check_request(base, prompt, max_tokens=max_tokens)
+    vocab = base.vocab_size
+    return plain_decode(base, tokens, RunResult(), max_tokens=max_tokens, on_token=on_token,
+                        choose=lambda logits, pos: _argmax_row(logits, vocab, pos))
+
+
+def plain_decode(
+    base: BaseModel,
+    tokens: list[int],
+    result: RunResult,
+    *,
+    max_tokens: int,
+    on_token: OnToken | None,
+    choose: Callable[[np.ndarray, int], int],
+) -> RunResult:
+    """Step the (checked) prompt, then one step per token, each picked from the last step's
+    scores by `choose(logits, pos)`: the reference decode `greedy()` and `onebit.sample()`
+    share, with no rounds and no drafts. Whatever stops it is settled as in `run()`."""
     base, on_token = _guarded(base, "base"), _guarded(on_token, "consumer")
-    result = RunResult()
     stats = result.stats
     try:
         base.reset()
@@ -664,7 +680,7 @@ def greedy(
         stats.prefill_steps = len(tokens)
         pos = len(tokens)
         while len(result.tokens) < max_tokens:
-            token = _argmax_row(logits, base.vocab_size, pos)
+            token = choose(logits, pos)
             logits = base.step(token, pos)
             stats.steps += 1
             stats.rounds += 1

@@ -2,14 +2,15 @@
 
 Written apart from `run()` (no shared rounds, no drafts, no rejection rule) so that a bug in
 the sampled loop cannot hide in its own reference: token i is drawn from
-`warp(logits_i, sampling)` with one `rng.choice`, nothing else.
+`warp(logits_i, sampling)` with one `rng.choice`, nothing else. The stepping is
+`onebit.loop.plain_decode`, which `greedy()` shares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from onebit.loop import OnToken, RunResult, _check_row, _guarded, _settled, check_request
+from onebit.loop import OnToken, RunResult, _check_row, check_request, plain_decode
 from onebit.protocols import BaseModel
 from onebit.sampling import Rng, Sampling, make_rng, warp
 
@@ -34,30 +35,10 @@ def sample(
     if not isinstance(sampling, Sampling):
         raise ValueError(f"sampling must be a onebit.Sampling, got {sampling!r}")
     source = make_rng(rng, seed)
-    base, on_token = _guarded(base, "base"), _guarded(on_token, "consumer")
-    result = RunResult(seed=getattr(source, "seed", None))
-    stats = result.stats
-    try:
-        base.reset()
-        for pos, token in enumerate(tokens):
-            logits = base.step(token, pos)
-        stats.prefill_steps = len(tokens)
-        pos = len(tokens)
-        while len(result.tokens) < max_tokens:
-            p = warp(_check_row(logits, base.vocab_size, pos), sampling)
-            token = int(source.choice(p))
-            logits = base.step(token, pos)
-            stats.steps += 1
-            stats.rounds += 1
-            stats.emitted += 1
-            result.tokens.append(token)
-            pos += 1
-            if on_token is not None and on_token(token) is False:
-                result.stopped = True
-                break
-    except BaseException as error:
-        settled = _settled(error, result.tokens, len(tokens) + len(result.tokens))
-        if settled is error:
-            raise
-        raise settled from error
-    return result
+    vocab = base.vocab_size
+
+    def choose(logits, pos: int) -> int:
+        return int(source.choice(warp(_check_row(logits, vocab, pos), sampling)))
+
+    return plain_decode(base, tokens, RunResult(seed=getattr(source, "seed", None)),
+                        max_tokens=max_tokens, on_token=on_token, choose=choose)

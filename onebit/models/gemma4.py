@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from onebit.backends import Backend, make_backend
+from onebit.backends import Backend
 from onebit.models.gemma4_config import SLIDING, Gemma4Config
 from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, Qwen3Model, _Pass
 from onebit.models.weights import WeightStore, load_tensors
@@ -134,18 +134,7 @@ class Gemma4Model(Qwen3Model):
     def __init__(self, config: Gemma4Config, weights: WeightStore, *,
                  max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS, kernel: str = "auto",
                  backend: str | Backend = "host", ple_per_token: bool | None = None) -> None:
-        if (isinstance(max_batch_rows, bool) or not isinstance(max_batch_rows, int)
-                or max_batch_rows < 1):
-            raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
-        self.config = config
-        self.weights = weights
-        self.dtype = weights.dtype
-        self._max_rows = max_batch_rows
-        # the products go through the backend by weight name, as in Qwen3Model
-        self.backend = make_backend(backend, kernel=kernel,
-                                    resident=not getattr(weights, "unpack_per_token", False))
-        self.backend.attach(self)
-        self.kernel = getattr(self.backend, "kernel", self.backend.name)
+        self._bind(config, weights, max_batch_rows, kernel, backend)
         self.ple_per_token = ple_per_token_from_env() if ple_per_token is None else ple_per_token
         c, t = config, self.dtype.type
         self._norms = {name: weights.get(name) for name in weights.names()

@@ -73,22 +73,7 @@ class Qwen3Model:
         kernel: str = "auto",
         backend: str | Backend = "host",
     ) -> None:
-        if (
-            isinstance(max_batch_rows, bool)
-            or not isinstance(max_batch_rows, int)
-            or (max_batch_rows < 1)
-        ):
-            raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
-        self.config = config
-        self.weights = weights
-        self.dtype = weights.dtype
-        self._max_rows = max_batch_rows
-        # The heavy products go through the backend (docs/device.md), by the weight's name,
-        # so a device backend prepares each weight once; the rest of the forward is host code.
-        self.backend = make_backend(backend, kernel=kernel,
-                                    resident=not getattr(weights, "unpack_per_token", False))
-        self.backend.attach(self)
-        self.kernel = getattr(self.backend, "kernel", self.backend.name)
+        self._bind(config, weights, max_batch_rows, kernel, backend)
         c = config
         self._full_layers = [i for i, t in enumerate(c.layer_types) if t == FULL]
         self._gdn_layers = [i for i, t in enumerate(c.layer_types) if t != FULL]
@@ -302,6 +287,27 @@ class Qwen3Model:
             else np.zeros((len(tokens), 0, c.hidden_size), self.dtype)
         )
         return _Pass(list(tokens), pos, logits, hidden, tapped, gdn_states)
+
+    def _bind(self, config, weights: WeightStore, max_batch_rows: int, kernel: str,
+              backend: str | Backend) -> None:
+        """What every forward on this plumbing sets first (Gemma 4's too): the config, the
+        weights, the batch width (checked) and the backend its products run on."""
+        if (
+            isinstance(max_batch_rows, bool)
+            or not isinstance(max_batch_rows, int)
+            or (max_batch_rows < 1)
+        ):
+            raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
+        self.config = config
+        self.weights = weights
+        self.dtype = weights.dtype
+        self._max_rows = max_batch_rows
+        # The heavy products go through the backend (docs/device.md), by the weight's name,
+        # so a device backend prepares each weight once; the rest of the forward is host code.
+        self.backend = make_backend(backend, kernel=kernel,
+                                    resident=not getattr(weights, "unpack_per_token", False))
+        self.backend.attach(self)
+        self.kernel = getattr(self.backend, "kernel", self.backend.name)
 
     def _linear(self, name: str, rows: np.ndarray) -> np.ndarray:
         """`[R, out]`: rows times the weight `name` (LM_HEAD: the lm_head), on the backend."""
