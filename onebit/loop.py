@@ -391,6 +391,16 @@ class _Decode:
             return t1, after  # the run ends: these logits are never read
         return self.pick(logits, after), after
 
+    def step_t1(self, t1: int, pos: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """A two-pass round's first pass: step t1, emit it, hand the head its row. Returns the
+        step's logits, the hidden after t1, and whether the consumer wants more."""
+        logits = self.base.step(t1, pos)
+        self.stats.steps += 1
+        going = self.emit(t1)  # emitted once committed: a head that fails next loses nothing
+        hidden = np.asarray(self.base.last_hidden())
+        self.head.commit_rows([t1], hidden[None, :], 1)  # type: ignore[union-attr]
+        return logits, hidden, going
+
     def propose(self, t1: int, pos: int, room: int, hidden: np.ndarray | None) -> list[int]:
         """Ask the head for up to `room` drafts; cut to the room and check each token."""
         return self.draft(t1, pos, room, hidden)[0]
@@ -477,11 +487,7 @@ class _Decode:
     def two_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
         """t1 is stepped first so the head can read the hidden after it; drafts that the step
         already rejects never reach a batch (docs/contract.md, two-pass)."""
-        logits = self.base.step(t1, pos)
-        self.stats.steps += 1
-        going = self.emit(t1)  # emitted once committed: a head that fails next loses nothing
-        hidden = np.asarray(self.base.last_hidden())
-        self.head.commit_rows([t1], hidden[None, :], 1)  # type: ignore[union-attr]
+        logits, hidden, going = self.step_t1(t1, pos)
         after = pos + 1
         if not going:
             return t1, after  # the run ends: these logits are never read
@@ -581,11 +587,7 @@ class _SampledDecode(_Decode):
     def two_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
         """t1 is stepped; its scores judge d0 before any batch, so only an accepted d0 reaches
         a verify, whose row i then scores draft i + 1 (the last row the bonus)."""
-        logits = self.base.step(t1, pos)
-        self.stats.steps += 1
-        going = self.emit(t1)  # emitted once committed: a head that fails next loses nothing
-        hidden = np.asarray(self.base.last_hidden())
-        self.head.commit_rows([t1], hidden[None, :], 1)  # type: ignore[union-attr]
+        logits, hidden, going = self.step_t1(t1, pos)
         after = pos + 1
         if not going:
             return t1, after  # the run ends: these logits are never read
