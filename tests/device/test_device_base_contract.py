@@ -11,19 +11,9 @@ pytestmark = pytest.mark.device
 
 
 class TestDeviceBase(BaseContract):
-    """Every base check on fresh bases built like the device base: the same weights, the same
-    kernel and batch bound."""
+    """Every base check on fresh device bases: the fabricated Qwen3.5 hybrid, each loaded
+    anew on its own backend of the selected kind (host, torch, cuda or npu)."""
 
     @pytest.fixture
-    def base_factory(self, device_base):
-        from onebit.models import Qwen3Model
-
-        if not isinstance(device_base, Qwen3Model):
-            pytest.skip(f"no factory of fresh {type(device_base).__name__} bases yet")
-
-        def factory() -> Qwen3Model:
-            return Qwen3Model(device_base.config, device_base.weights,
-                              max_batch_rows=device_base.max_batch_rows(),
-                              kernel=device_base.kernel)
-
-        return factory
+    def base_factory(self, device_model):
+        return lambda: device_model("qwen3_5")
