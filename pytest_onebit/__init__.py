@@ -37,7 +37,8 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-if "pytest" in sys.modules:  # under pytest: rewrite asserts in the helpers so they read well
+# Under pytest: rewrite asserts in the helpers so they read well.
+if sys.modules.get("pytest") is not None:
     sys.modules["pytest"].register_assert_rewrite(
         "pytest_onebit.assertions", "pytest_onebit.checks", "pytest_onebit.trace",
         "pytest_onebit.base_checks")

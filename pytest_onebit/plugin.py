@@ -12,8 +12,13 @@ import sys
 
 import pytest
 
-from pytest_onebit.base_plugin import add_base_options, base_header, configure_base
-from pytest_onebit.base_plugin import onebit_base, onebit_base_subjects  # noqa: F401 (fixtures)
+from pytest_onebit.base_plugin import (  # noqa: F401 (fixtures)
+    add_base_options,
+    base_header,
+    configure_base,
+    onebit_base,
+    onebit_base_subjects,
+)
 from pytest_onebit.device import BACKENDS as DEVICE_BACKENDS  # standard library only
 
 DEFAULT_LOOP = "onebit.loop:run"

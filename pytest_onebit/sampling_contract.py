@@ -15,7 +15,8 @@ leaf left behind.
 |  | bound, and the head gets every committed token once, in order |
 
 `check_sampling(run)` holds a loop to all of them (a `ContractReport`, like `check_loop`);
-`SamplingContract` is the same as pytest tests, `test_S1_distribution[...]` and so on.
+`pytest_onebit.sampling_suite.SamplingContract` is the same as pytest tests,
+`test_S1_distribution[...]` and so on.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-
-import pytest
 
 from onebit.loop import greedy
 from onebit.sampling import Sampling, SeededRng
@@ -337,38 +336,3 @@ def sampled_in(contract: ContractReport, sampling: ContractReport | None) -> Con
         failures=[*contract.failures, *sampling.failures],
         ran_by_check={**contract.ran_by_check, **sampling.ran_by_check},
         expected_failed_checks=dict(contract.expected_failed_checks))
-
-
-# ---------------------------------------------------------------------------------------------
-# As pytest tests
-
-
-def _test_name(check_name: str) -> str:
-    return "test_" + check_name.replace("-", "_")
-
-
-def _make_test(check: SamplingCheck):
-    def test(self, loop: RunFn, onebit_sampling_scenario: SamplingScenario) -> None:
-        __tracebackhide__ = True
-        check.verify(loop, onebit_sampling_scenario)
-
-    test.__name__ = test.__qualname__ = _test_name(check.name)
-    test.__doc__ = check.doc
-    scenarios = check.scenarios()
-    return pytest.mark.parametrize("onebit_sampling_scenario", scenarios,
-                                   ids=[s.id for s in scenarios])(test)
-
-
-class SamplingContract:
-    """S1..S4, one test method per check, parametrised over its scenarios; subclass it to hold
-    a loop (`spec_run`: onebit.run, or what --onebit-loop names; override `loop` to bind
-    another)."""
-
-    @pytest.fixture
-    def loop(self, spec_run: RunFn) -> RunFn:
-        return spec_run
-
-
-for _check in SAMPLING_CHECKS.values():
-    setattr(SamplingContract, _test_name(_check.name), _make_test(_check))
-del _check
