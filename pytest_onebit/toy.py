@@ -99,12 +99,12 @@ class ToyBase:
     def max_prefill_rows(self) -> int:
         """The widest prefill batch: `max_prefill_rows` when configured, else the verify
         width. A verify of up to the wider of the two is exact (it is computed row by row)."""
-        return self.config.max_prefill_rows or self.config.max_batch_rows
+        return self.config.max_prefill_rows or self.max_batch_rows()
 
     @property
     def widest(self) -> int:
-        """The most rows one verify may take, prefill or not."""
-        return max(self.config.max_batch_rows, self.max_prefill_rows())
+        """The most rows one verify takes (what strict mode enforces), prefill or not."""
+        return max(self.config.max_batch_rows, self.config.max_prefill_rows or 0)
 
     def hidden_of(self, state: int) -> np.ndarray:
         """The hidden row a state shows: `hidden` floats in [-1, 1) hashed from the state."""
@@ -181,9 +181,7 @@ class ToyBase:
             raise ContractError("toy base got an empty verify batch", culprit="loop", pos=pos)
         if self.config.strict and len(tokens) > self.widest:
             raise ContractError(f"toy base: verify of {len(tokens)} rows; the widest it takes "
-                                f"is {self.widest} (max_batch_rows() "
-                                f"{self.config.max_batch_rows}, max_prefill_rows() "
-                                f"{self.max_prefill_rows()})", culprit="loop", pos=pos)
+                                f"is {self.widest}", culprit="loop", pos=pos)
         self._check_pos(pos, "verify")
         self.calls.append(("verify", pos, len(tokens)))
         self.batches += 1
@@ -241,7 +239,7 @@ class ToyBase:
         out = []
         for kind, pos, rows in self.calls:
             prefill = pos < prompt_len
-            limit = self.max_prefill_rows() if prefill else self.config.max_batch_rows
+            limit = self.max_prefill_rows() if prefill else self.max_batch_rows()
             if kind == "verify" and rows > limit:
                 what = "max_prefill_rows()" if prefill else "max_batch_rows()"
                 out.append(f"a verify of {rows} rows at position {pos} ({what} = {limit})")

@@ -53,7 +53,7 @@ def load_model(
     (a HuggingFace checkpoint). Options:
     - `dtype`: "float32" (default) or "float64", the compute precision;
     - `max_batch_rows`: the most rows one decode `verify` takes (default 8);
-    - `max_prefill_rows`: the most prompt tokens one prefill batch takes (default 32, never
+    - `max_prefill_rows`: the most prompt tokens one prefill batch takes (default 64, never
       below `max_batch_rows`); Gemma 4 prefills in batches of `max_batch_rows` and refuses a
       wider value (its sliding-window cache holds that many rows past the window);
     - `kernel`: "auto" (numba when installed), "numba" or "numpy" (see kernels.py);

@@ -45,10 +45,10 @@ from onebit.models.weights import WeightStore
 
 DEFAULT_MAX_BATCH_ROWS = 8
 #: The widest prefill batch by default: a prompt goes through in batches of this many rows,
-#: each reading the weights once. Past about 32 rows a row costs no less on a CPU (the
-#: products are compute-bound by then; benchmarks/prefill_ab.py), while a Qwen3.5 verify keeps
-#: one GDN state snapshot per row, so a wider batch only costs memory.
-DEFAULT_MAX_PREFILL_ROWS = 32
+#: each reading the weights once, so wider is faster (benchmarks/prefill_ab.py). The bound is
+#: memory: a batch holds R rows of activations and attention scores, and a Qwen3.5 verify keeps
+#: one GDN state snapshot per row for a partial commit it never makes in a prefill.
+DEFAULT_MAX_PREFILL_ROWS = 64
 LM_HEAD = "lm_head"  # the backend's key for the lm_head (tied to the embedding or not)
 
 _max, _sum = np.maximum.reduce, np.add.reduce  # what .max() / .sum() call, minus the wrapper
