@@ -140,3 +140,40 @@ def test_heads_draft_the_same_after_a_batched_prefill(model_dirs, kind, name, tm
     onebit.run(model, recording, PROMPT, max_tokens=4, k=3)
     assert recording.proposals, "the head was never asked to draft"
     assert recording.proposals[0] == _first_proposal_after_stepping(model, head, 3)
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 2.5, "64"])
+def test_bad_prefill_width_option_is_refused(model_dirs, value):
+    """load_model(max_prefill_rows=...) must be an integer >= 1: anything else is a
+    ValueError naming the option and the value."""
+    with pytest.raises(ValueError, match=f"max_prefill_rows must be an integer >= 1, got "
+                                         f"{value!r}"):
+        load_model(model_dirs["qwen3", "q4nx"], max_prefill_rows=value)
+
+
+def test_a_verify_wider_than_the_prefill_width_is_refused(model_dirs):
+    """A verify of max_prefill_rows() + 1 rows is refused, naming the row count; one of
+    max_prefill_rows() rows runs."""
+    model = load_model(model_dirs["qwen3", "q4nx"], max_prefill_rows=12)
+    with pytest.raises(ValueError, match="verify got 13 rows; max_batch_rows"):
+        model.verify(PROMPT[:13], 0)
+    model.verify(PROMPT[:12], 0)
+    model.commit_verify(12)
+    assert model.committed_length == 12
+
+
+def test_gemma4_prefills_at_its_verify_width(tmp_path):
+    """Gemma 4's sliding-window ring holds max_batch_rows() rows past the window, so it
+    declares no wider prefill batch and refuses to be given one."""
+    from onebit.models.gemma4_fabricate import fabricate_gemma4
+
+    path = fabricate_gemma4(tmp_path / "g")
+    model = load_model(path, max_batch_rows=4)
+    assert model.max_prefill_rows() == model.max_batch_rows() == 4
+    with pytest.raises(ValueError, match="max_prefill_rows = 16: a Gemma 4 model prefills in "
+                                         r"batches of max_batch_rows \(4\)"):
+        load_model(path, max_batch_rows=4, max_prefill_rows=16)
+    result = onebit.run(model, None, PROMPT[:10], max_tokens=3, k=0)
+    assert result.tokens == onebit.greedy(load_model(path, max_batch_rows=4), PROMPT[:10],
+                                          max_tokens=3).tokens
+    assert result.stats.prefill_batches == 3
