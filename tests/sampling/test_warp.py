@@ -66,11 +66,23 @@ def test_a_tiny_temperature_does_not_overflow():
     ({"temperature": -1.0}, "temperature"), ({"temperature": float("nan")}, "temperature"),
     ({"temperature": True}, "temperature"), ({"top_k": -1}, "top_k"), ({"top_k": 1.5}, "top_k"),
     ({"top_p": 0.0}, "top_p"), ({"top_p": 1.5}, "top_p"),
+    ({"top_k": True}, "top_k"), ({"top_k": "2"}, "top_k"), ({"top_p": True}, "top_p"),
+    ({"top_p": "0.5"}, "top_p"),
 ])
 def test_bad_sampling_is_a_value_error_naming_the_knob(knobs, message):
-    """Each bad knob raises ValueError naming it and the value."""
-    with pytest.raises(ValueError, match=message):
+    """Each bad knob raises ValueError naming it and the value: `Sampling.<knob> must be ...,
+    got <value>` (a bool is no number here, a string is no number at all)."""
+    (knob, value), = knobs.items()
+    with pytest.raises(ValueError, match=rf"^Sampling\.{message} must be .*, got {value!r}$"):
         Sampling(**knobs)
+
+
+def test_knobs_are_stored_as_plain_python_numbers():
+    """Sampling(1, np.int64(2), 1) keeps temperature 1.0 and top_p 1.0 as floats and top_k 2
+    as an int, so two equal samplings compare and hash equal however they were spelled."""
+    s = Sampling(1, top_k=np.int64(2), top_p=1)
+    assert (type(s.temperature), type(s.top_k), type(s.top_p)) == (float, int, float)
+    assert s == Sampling(1.0, 2, 1.0) and hash(s) == hash(Sampling(1.0, 2, 1.0))
 
 
 @pytest.mark.parametrize("logits", [np.array([]), np.zeros((2, 2)), np.array([0.0, np.nan])])
