@@ -87,7 +87,7 @@ def warp(logits: np.ndarray, sampling: Sampling | None) -> np.ndarray:
         out[int(np.argmax(row))] = 1.0
         return out
     assert sampling is not None
-    order = np.argsort(-row, kind="stable")  # highest first; a stable sort ranks ties by id
+    order = np.lexsort((np.arange(row.size), -row))  # highest first, ties by the lower id
     keep = order[: sampling.top_k] if sampling.top_k else order
     # Shift by the best score before dividing: every exponent is <= 0, so a small temperature
     # underflows to 0 instead of overflowing to inf.

@@ -72,6 +72,13 @@ def test_make_rng():
     with pytest.raises(ValueError, match="accept"):
         make_rng(object(), None)
 
+    class HalfRng:  # accept but no choice: the loop would fail at its first draw
+        def accept(self, prob):
+            return True
+
+    with pytest.raises(ValueError, match=r"^rng must have accept\(prob\) and choice\(probs\)"):
+        make_rng(HalfRng(), None)
+
 
 def test_draws_follow_their_probabilities():
     """Over 4000 seeded draws, accept(0.3) is True about 30% of the time and choice draws each

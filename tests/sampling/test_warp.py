@@ -107,3 +107,26 @@ def test_warp_is_a_distribution_over_the_best_tokens(scores, temperature, top_k,
         assert len(kept) <= top_k
     rank = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
     assert set(rank[: len(kept)]) == kept
+
+
+def test_ties_rank_by_id_in_a_large_vocabulary():
+    """With 40 tokens scoring the same (past the size where numpy's default sort is an
+    insertion sort), top-k 5 keeps exactly tokens 0..4, each 1/5."""
+    p = warp(np.zeros(40), Sampling(1.0, top_k=5))
+    assert np.flatnonzero(p).tolist() == [0, 1, 2, 3, 4] and p[0] == 0.2
+    scores = np.tile([1.0, 3.0, 2.0, 3.0], 10)  # 3.0 at 1, 3, 5, ...: keep the lowest ids
+    assert np.flatnonzero(warp(scores, Sampling(1.0, top_k=7))).tolist() == [1, 3, 5, 7, 9, 11, 13]
+
+
+def test_warp_is_quiet_under_strict_floating_point_errors():
+    """Overflow (a gap of 2 at temperature 1e-308) and underflow (exp(-800)) are expected in
+    the warp and stay silent even under np.errstate(all="raise"): one-hot answers, no error."""
+    with np.errstate(all="raise"):
+        assert warp(np.array([0.0, -2.0]), Sampling(1e-308)).tolist() == [1.0, 0.0]
+        assert warp(np.array([0.0, -800.0]), Sampling(1.0)).tolist() == [1.0, 0.0]
+
+
+def test_a_non_finite_logit_is_named_by_token_and_value():
+    """The first non-finite logit is named: its token id and its value."""
+    with pytest.raises(ValueError, match=r"^warp got a non-finite logit at token 2: inf$"):
+        warp(np.array([0.0, 1.0, np.inf, np.nan]), Sampling())
