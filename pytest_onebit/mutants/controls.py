@@ -98,8 +98,9 @@ def render(controls: Sequence[ControlGap]) -> str:
             rows.append((c.mutant, "-", "(raised on every scenario)", "", "0",
                          f"{c.raised}/{len(c.gaps)}"))
         else:
-            rows.append((c.mutant, f"{c.margin:.3e}", worst.scenario, str(list(worst.sequence or ())),
-                         f"{c.differing}/{len(c.gaps)}", f"{c.raised}/{len(c.gaps)}"))
+            rows.append((c.mutant, f"{c.margin:.3e}", worst.scenario,
+                         str(list(worst.sequence or ())), f"{c.differing}/{len(c.gaps)}",
+                         f"{c.raised}/{len(c.gaps)}"))
     widths = [max(len(str(r[i])) for r in (head, *rows)) for i in range(len(head))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
              for r in (head, *rows)]
