@@ -135,11 +135,6 @@ def _check_row(logits: np.ndarray, vocab: int, pos: int) -> np.ndarray:
     return row
 
 
-def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
-    """The base's choices from a verify of `n` rows at `pos` (row i scores `pos + i + 1`)."""
-    return np.argmax(_check_rows(logits, n, vocab, pos), axis=1)
-
-
 def _check_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
     """The scores of a verify of `n` rows at `pos`, checked: shape and finiteness."""
     rows = np.asarray(logits)

@@ -197,11 +197,19 @@ _TRACES: dict[tuple[RunFn, SamplingScenario], SamplingTrace] = {}
 
 
 def trace_of(run: RunFn, scenario: SamplingScenario) -> SamplingTrace:
-    """Each (loop, scenario) is enumerated once per process and shared by S1 and S4."""
+    """Each (loop, scenario) is enumerated once and shared by S1 and S4 (until
+    `forget_traces`)."""
     key = (run, scenario)
     if key not in _TRACES:
         _TRACES[key] = execute_sampled(run, scenario)
     return _TRACES[key]
+
+
+def forget_traces() -> None:
+    """Drop every enumerated trace. A test run must enumerate the loop as it is now: a process
+    forked after an earlier run (mutmut runs each mutant so) would otherwise judge the same
+    function object by what the unmutated code emitted."""
+    _TRACES.clear()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,3 +158,35 @@ def test_choose_greedy_and_sampled():
     draws = {choose(logits, s, rng)[0] for rng in [SeededRng(i) for i in range(40)]}
     assert draws == {1, 2}
     np.testing.assert_array_equal(choose(logits, s, SeededRng(0))[1], onebit.warp(logits, s))
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_sampled_run_asks_for_at_most_k_drafts(flavour):
+    """With k = 2 on an 8-row base and room for more, every propose is asked for 2 drafts at
+    most (and some for exactly 2): the sampled rounds respect k as the greedy ones do."""
+    base = ToyBase(vocab_size=16)
+    head = sampling_head(base, "same", flavour)
+    asked = []
+    propose = head.propose
+
+    def recording(token, pos, k, hidden):
+        asked.append(k)
+        return propose(token, pos, k, hidden)
+
+    head.propose = recording
+    onebit.run(base, head, PROMPT, max_tokens=20, k=2, sampling=Sampling(1.0), seed=3)
+    assert max(asked) == 2
+
+
+def test_forget_traces_makes_the_next_check_enumerate_afresh():
+    """S1 and S4 share one enumeration per (loop, scenario) until forget_traces(), which a
+    SamplingContract class calls before its tests (a forked test process must not reuse the
+    traces of the code it was forked from)."""
+    from pytest_onebit.sampling_contract import SamplingScenario, forget_traces, trace_of
+
+    s = SamplingScenario("one-pass", "same", k=1, max_tokens=2)
+    first = trace_of(onebit.run, s)
+    assert trace_of(onebit.run, s) is first
+    forget_traces()
+    again = trace_of(onebit.run, s)
+    assert again is not first and again.speculative.probs == first.speculative.probs
