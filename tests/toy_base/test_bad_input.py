@@ -385,10 +385,13 @@ def test_a_fault_of_the_loop_itself_is_a_part_error_blaming_the_loop():
     (7, "int 7"),
     (np.arange(40).reshape(4, 10),
      "ndarray array([[ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [10, 11, 12, 13, ..."),
+    ("a" * 58, "str '" + "a" * 58 + "'"),  # a repr of 60 characters is shown whole
+    ("a" * 59, "str '" + "a" * 56 + "..."),  # 61 are cut to 57 and "..."
 ])
 def test_a_head_answer_that_is_no_list_is_shown_on_one_short_line(answer, shown):
-    """A head whose propose returns an int or a 2-D array: HeadContractError showing the
-    value on one line, cut to 60 characters, and the position it was drafting for."""
+    """A head whose propose returns an int, a 2-D array or a string: HeadContractError showing
+    the value on one line, cut when longer than 60 characters, and the position it was
+    drafting for."""
 
     class Answers:
         def needs_last_hidden(self):
