@@ -160,22 +160,33 @@ def test_choose_greedy_and_sampled():
     np.testing.assert_array_equal(choose(logits, s, SeededRng(0))[1], onebit.warp(logits, s))
 
 
-@pytest.mark.parametrize("flavour", FLAVOURS)
-def test_a_sampled_run_asks_for_at_most_k_drafts(flavour):
-    """With k = 2 on an 8-row base and room for more, every propose is asked for 2 drafts at
-    most (and some for exactly 2): the sampled rounds respect k as the greedy ones do."""
-    base = ToyBase(vocab_size=16)
+@pytest.mark.parametrize(("flavour", "rows", "k", "most"), [
+    ("one-pass", 8, 2, 2), ("two-pass", 8, 2, 2),  # k is the limit
+    ("one-pass", 2, 4, 1), ("two-pass", 2, 4, 2),  # the batch rows are (t1 rides in one pass)
+    ("two-pass", 8, 1, 1),
+])
+def test_a_sampled_round_asks_the_head_as_a_greedy_one_does(flavour, rows, k, most):
+    """Over a 20-token sampled run, the head is asked for between 1 and `most` drafts (never 0:
+    a round with no room does not ask), reaching `most`; it is handed t1 (the token at the
+    position it is asked about) and, in two passes, the base's hidden row after t1; and the
+    base never gets a batch over its row limit."""
+    base = ToyBase(vocab_size=16, max_batch_rows=rows)
     head = sampling_head(base, "same", flavour)
-    asked = []
+    calls = []
     propose = head.propose
 
-    def recording(token, pos, k, hidden):
-        asked.append(k)
-        return propose(token, pos, k, hidden)
+    def recording(token, pos, room, hidden):
+        calls.append((token, pos, room, hidden))
+        return propose(token, pos, room, hidden)
 
     head.propose = recording
-    onebit.run(base, head, PROMPT, max_tokens=20, k=2, sampling=Sampling(1.0), seed=3)
-    assert max(asked) == 2
+    result = onebit.run(base, head, PROMPT, max_tokens=20, k=k, sampling=Sampling(1.0), seed=3)
+    text = PROMPT + result.tokens
+    assert 1 <= min(c[2] for c in calls) and max(c[2] for c in calls) == most
+    assert all(token == text[pos] for token, pos, _, _ in calls)
+    if flavour == "two-pass":
+        assert all(h is not None and h.shape == (base.config.hidden,) for *_, h in calls)
+    assert not base.over and result.stats.proposed > 0
 
 
 def test_forget_traces_makes_the_next_check_enumerate_afresh():
