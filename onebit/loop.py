@@ -555,16 +555,16 @@ class _SampledDecode(_Decode):
                     f"distribution with draft {token} in its support", pos=pos + 1 + slot)
         return drafts, q
 
-    def judge_drafts(self, drafts: list[int], q: np.ndarray, rows: np.ndarray,
-                     pos: int) -> tuple[int, int]:
-        """Hold `drafts` (for `pos`, `pos + 1`, ...) to `rows` of the target's scores, row i
+    def judge_drafts(self, drafts: list[int], q: np.ndarray,
+                     rows: np.ndarray) -> tuple[int, int]:
+        """Hold `drafts` to `rows` of the target's scores (checked by `verify_rows`), row i
         scoring draft i and row len(drafts) the bonus. Returns (drafts accepted, next t1)."""
         for i, token in enumerate(drafts):
-            replaced = _judge(self.p_row(rows[i], pos + i), q[i], token, self.rng)
+            replaced = _judge(warp(rows[i], self.sampling), q[i], token, self.rng)
             if replaced is not None:
                 return i, int(replaced)
         bonus = len(drafts)
-        return bonus, int(self.rng.choice(self.p_row(rows[bonus], pos + bonus)))
+        return bonus, int(self.rng.choice(warp(rows[bonus], self.sampling)))
 
     def one_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
         """t1 and the drafts in one batch; row i scores draft i, the last row the bonus."""
@@ -574,7 +574,7 @@ class _SampledDecode(_Decode):
             return self.plain_step(t1, pos)
         batch = [t1, *drafts]
         rows = self.verify_rows(batch, pos)
-        take, following = self.judge_drafts(drafts, q, rows, pos + 1)
+        take, following = self.judge_drafts(drafts, q, rows)
         count = self.emit_and_commit(batch[: take + 1])
         self.stats.accepted += count - 1
         return following, pos + count
@@ -594,7 +594,7 @@ class _SampledDecode(_Decode):
         if replaced is not None:
             return int(replaced), after
         rows = self.verify_rows(drafts, after)
-        take, following = self.judge_drafts(drafts[1:], q[1:], rows, after + 1)
+        take, following = self.judge_drafts(drafts[1:], q[1:], rows)
         count = self.emit_and_commit(drafts[: take + 1])
         self.stats.accepted += count
         return following, after + count

@@ -7,14 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import onebit
-from onebit import Drafts, HeadContractError, Sampling, SeededRng
+from onebit import BaseContractError, Drafts, HeadContractError, Sampling, SeededRng
 from onebit.heads.choose import choose
 from pytest_onebit.enumeration import (
     assert_distribution_equivalent,
     exact_distribution,
     plain_distribution,
 )
-from pytest_onebit.heads import Oracle, half_head
+from pytest_onebit.heads import Oracle, half_head, perfect_head
 from pytest_onebit.sampling_heads import FLAVOURS, KINDS, MemoToyBase, sampling_head
 from pytest_onebit.toy import ToyBase
 
@@ -182,7 +182,7 @@ def test_a_sampled_round_asks_the_head_as_a_greedy_one_does(flavour, rows, k, mo
     head.propose = recording
     result = onebit.run(base, head, PROMPT, max_tokens=20, k=k, sampling=Sampling(1.0), seed=3)
     text = PROMPT + result.tokens
-    assert 1 <= min(c[2] for c in calls) and max(c[2] for c in calls) == most
+    assert min(c[2] for c in calls) >= 1 and max(c[2] for c in calls) == most
     assert all(token == text[pos] for token, pos, _, _ in calls)
     if flavour == "two-pass":
         assert all(h is not None and h.shape == (base.config.hidden,) for *_, h in calls)
@@ -201,3 +201,51 @@ def test_forget_traces_makes_the_next_check_enumerate_afresh():
     forget_traces()
     again = trace_of(onebit.run, s)
     assert again is not first and again.speculative.probs == first.speculative.probs
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize(("k", "rows", "tokens"), [(4, 8, 10), (3, 2, 17), (1, 8, 9)])
+def test_when_every_draft_is_accepted_the_rounds_are_the_greedy_ones(flavour, k, rows, tokens):
+    """With q = p every draft is accepted (min(1, p/q) = 1), so a sampled run has the round
+    structure of a greedy run with a perfect head: the same rounds, steps, batches, batch
+    rows, drafts proposed and accepted, whatever k, the row limit and the budget allow."""
+    base = ToyBase(vocab_size=16, max_batch_rows=rows)
+    sampled = onebit.run(base, sampling_head(base, "same", flavour), PROMPT, max_tokens=tokens,
+                         k=k, sampling=Sampling(1.0), seed=3)
+    oracle = Oracle.from_greedy(ToyBase(vocab_size=16), PROMPT, 40)
+    greedy = onebit.run(ToyBase(vocab_size=16, max_batch_rows=rows),
+                        perfect_head(oracle, flavour), PROMPT, max_tokens=tokens, k=k)
+    assert sampled.stats == greedy.stats and sampled.stats.accepted > 0
+
+
+class NanAfter(ToyBase):
+    """A toy whose steps return a NaN logit once they score position `bad` or later; records
+    the position the first poisoned step scores."""
+
+    def __init__(self, bad: int, **config) -> None:
+        super().__init__(**config)
+        self.bad, self.poisoned = bad, None
+
+    def step(self, token, pos):
+        logits = super().step(token, pos)
+        if pos + 1 >= self.bad:
+            self.poisoned = self.poisoned or pos + 1
+            logits = logits.copy()
+            logits[2] = np.nan
+        return logits
+
+
+@pytest.mark.parametrize("drafting", [True, False])
+def test_a_two_pass_round_names_the_position_its_step_scores(drafting):
+    """In a sampled two-pass round, NaN scores from the step of t1 are a BaseContractError
+    naming the position they score, whether they judge d0 (a head that drafts) or give the next
+    token (a head that proposes nothing)."""
+    base = NanAfter(9, vocab_size=16)
+    head = sampling_head(base, "same", "two-pass")
+    if not drafting:
+        head.propose = lambda token, pos, k, hidden: []
+    with pytest.raises(BaseContractError) as info:
+        onebit.run(base, head, PROMPT, max_tokens=30, k=2, sampling=Sampling(1.0), seed=3)
+    assert base.poisoned is not None and base.poisoned >= 9
+    assert str(info.value).endswith(f"non-finite logits scoring position {base.poisoned}")
+    assert info.value.pos == base.poisoned
