@@ -249,3 +249,26 @@ def test_a_two_pass_round_names_the_position_its_step_scores(drafting):
     assert base.poisoned is not None and base.poisoned >= 9
     assert str(info.value).endswith(f"non-finite logits scoring position {base.poisoned}")
     assert info.value.pos == base.poisoned
+
+
+def test_a_rejection_with_no_residual_mass_draws_from_p():
+    """q may sum to 1 within the loop's tolerance: with p = (0.5, 0.5) and q = (0.5 + 1e-9,
+    0.5) draft 0 can be rejected while max(0, p - q) is all zero. The replacement is then drawn
+    from p itself (the rejection had probability ~2e-9), never from a 0/0 row."""
+    from onebit.loop import _judge
+
+    class Rejects:
+        def accept(self, prob):
+            self.prob = prob
+            return False
+
+        def choice(self, probs):
+            self.row = np.asarray(probs)
+            return int(np.argmax(probs))
+
+    rng = Rejects()
+    p = np.array([0.5, 0.5])
+    assert _judge(p, np.array([0.5 + 1e-9, 0.5]), 0, rng) == 0
+    assert rng.prob < 1 and rng.row.tolist() == [0.5, 0.5]
+    assert _judge(np.array([0.7, 0.3]), np.array([0.2, 0.8]), 1, rng) == 0
+    assert rng.prob == 0.3 / 0.8 and rng.row.tolist() == [1.0, 0.0]  # the residual, normalised
