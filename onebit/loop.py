@@ -547,7 +547,8 @@ class _SampledDecode(_Decode):
                 f"head returned q of shape {q.shape} with {len(drafts)} drafts at position "
                 f"{pos + 1}; expected ({len(drafts)}, {self.vocab})", pos=pos + 1)
         q = q[: len(drafts)]
-        for slot, (row, token) in enumerate(zip(q, drafts, strict=True)):
+        for slot, token in enumerate(drafts):
+            row = q[slot]
             if not (np.isfinite(row).all() and (row >= 0).all()
                     and abs(row.sum() - 1.0) <= 1e-6 and row[token] > 0):
                 raise HeadContractError(

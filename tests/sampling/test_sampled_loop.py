@@ -80,6 +80,10 @@ class _BadQHead:
         q = np.full((k, 64), 1 / 64)
         if self.how == "shape":
             return Drafts([1] * k, q[:, :10])
+        if self.how == "rows":
+            return Drafts([1] * k, q[:-1])
+        if self.how == "flat":
+            return Drafts([1] * k, q[0])
         if self.how == "zero":
             q[:, 1] = 0.0
             q[:, 2] += 1 / 64
@@ -88,15 +92,48 @@ class _BadQHead:
         return Drafts([1] * k, q)
 
 
-@pytest.mark.parametrize("how", ["shape", "zero", "sum"])
-def test_a_head_with_bad_q_rows_is_a_head_contract_error(how):
-    """q of the wrong shape, q not a distribution, or a draft q says is impossible: a
-    HeadContractError naming the position, with committed == emitted."""
+@pytest.mark.parametrize(("how", "message"), [
+    ("shape", r"^head returned q of shape \(3, 10\) with 3 drafts at position 4; "
+              r"expected \(3, 64\)$"),
+    ("rows", r"^head returned q of shape \(2, 64\) with 3 drafts at position 4; "
+             r"expected \(3, 64\)$"),
+    ("flat", r"^head returned q of shape \(64,\) with 3 drafts at position 4; "
+             r"expected \(3, 64\)$"),
+    ("zero", r"^head's q row for slot 0 \(position 4\) is not a distribution with draft 1"),
+    ("sum", r"^head's q row for slot 0 \(position 4\) is not a distribution"),
+])
+def test_a_head_with_bad_q_rows_is_a_head_contract_error(how, message):
+    """q of the wrong shape (columns, too few rows, not 2-D), q not a distribution, or a draft
+    q says is impossible: a HeadContractError naming the shape or slot and the position (the
+    first draft's, 4, after a 3-token prompt), with committed == emitted."""
     base = ToyBase()
-    with pytest.raises(HeadContractError, match="position") as info:
+    with pytest.raises(HeadContractError, match=message) as info:
         onebit.run(base, _BadQHead(how), PROMPT, max_tokens=10, k=3, sampling=Sampling(1.0),
                    seed=0)
-    assert base.committed == PROMPT + info.value.emitted
+    assert info.value.pos == 4 and base.committed == PROMPT + info.value.emitted
+
+
+def test_q_rows_are_read_as_float64_whatever_array_holds_them():
+    """A head may hand q as an object array of Python floats: the loop reads it as float64,
+    so the run is the one a float64 q gives (same seed, same text and stats)."""
+
+    class ObjectQ:
+        def __init__(self, base):
+            self.inner = sampling_head(base, "model")
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def propose(self, *args):
+            drafts = self.inner.propose(*args)
+            return Drafts(drafts.tokens, drafts.q.astype(object))
+
+    runs = []
+    for make in (lambda b: sampling_head(b, "model"), ObjectQ):
+        base = ToyBase()
+        runs.append(onebit.run(base, make(base), PROMPT, max_tokens=20, k=3,
+                               sampling=Sampling(1.0, top_k=8), seed=5))
+    assert runs[0].tokens == runs[1].tokens and runs[0].stats == runs[1].stats
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
