@@ -505,6 +505,11 @@ class _Decode:
 # al. in place of "the draft equals the argmax". Every random decision goes through `rng`.
 
 
+# How far a head's q row may sum from 1 (a float32 softmax is off by ~1e-7). A power of two
+# (about 9.5e-7), so a row off by exactly the tolerance exists and the boundary is testable.
+Q_SUM_TOLERANCE = 2.0**-20
+
+
 def _judge(p: np.ndarray, q: np.ndarray, draft: int, rng: Rng) -> int | None:
     """One draft drawn from `q`, held to the target's `p`: None when it is accepted (with
     probability min(1, p(d) / q(d))), else the token drawn in its place from the residual
@@ -550,7 +555,7 @@ class _SampledDecode(_Decode):
         for slot, token in enumerate(drafts):
             row = q[slot]
             if not (np.isfinite(row).all() and (row >= 0).all()
-                    and abs(row.sum() - 1.0) <= 1e-6 and row[token] > 0):
+                    and abs(row.sum() - 1.0) <= Q_SUM_TOLERANCE and row[token] > 0):
                 raise HeadContractError(
                     f"head's q row for slot {slot} (position {pos + 1 + slot}) is not a "
                     f"distribution with draft {token} in its support", pos=pos + 1 + slot)

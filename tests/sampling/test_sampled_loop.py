@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import onebit
 from onebit import BaseContractError, Drafts, HeadContractError, Sampling, SeededRng
 from onebit.heads.choose import choose
+from onebit.loop import Q_SUM_TOLERANCE
 from pytest_onebit.enumeration import (
     assert_distribution_equivalent,
     exact_distribution,
@@ -89,6 +90,11 @@ class _BadQHead:
             q[:, 2] += 1 / 64
         if self.how == "sum":
             q *= 2
+        if self.how == "late":  # slot 1's row gives its draft no mass
+            q[1, 1] = 0.0
+            q[1, 2] += 1 / 64
+        if self.how in ("edge", "over"):  # off by exactly the tolerance, then by twice it
+            q[:, 0] += Q_SUM_TOLERANCE * (1 if self.how == "edge" else 2)
         return Drafts([1] * k, q)
 
 
@@ -101,6 +107,8 @@ class _BadQHead:
              r"expected \(3, 64\)$"),
     ("zero", r"^head's q row for slot 0 \(position 4\) is not a distribution with draft 1"),
     ("sum", r"^head's q row for slot 0 \(position 4\) is not a distribution"),
+    ("late", r"^head's q row for slot 1 \(position 5\) is not a distribution with draft 1"),
+    ("over", r"^head's q row for slot 0 \(position 4\) is not a distribution"),
 ])
 def test_a_head_with_bad_q_rows_is_a_head_contract_error(how, message):
     """q of the wrong shape (columns, too few rows, not 2-D), q not a distribution, or a draft
@@ -110,7 +118,17 @@ def test_a_head_with_bad_q_rows_is_a_head_contract_error(how, message):
     with pytest.raises(HeadContractError, match=message) as info:
         onebit.run(base, _BadQHead(how), PROMPT, max_tokens=10, k=3, sampling=Sampling(1.0),
                    seed=0)
-    assert info.value.pos == 4 and base.committed == PROMPT + info.value.emitted
+    assert info.value.pos == (5 if how == "late" else 4)
+    assert base.committed == PROMPT + info.value.emitted
+
+
+def test_a_q_row_off_by_exactly_the_tolerance_is_a_distribution():
+    """A q row summing to 1 + Q_SUM_TOLERANCE (exact in float64) is accepted; twice that is
+    refused (the case above)."""
+    assert float(np.full(64, 1 / 64).sum() + Q_SUM_TOLERANCE) - 1.0 == Q_SUM_TOLERANCE
+    result = onebit.run(ToyBase(), _BadQHead("edge"), PROMPT, max_tokens=10, k=3,
+                        sampling=Sampling(1.0), seed=0)
+    assert len(result.tokens) == 10
 
 
 def test_q_rows_are_read_as_float64_whatever_array_holds_them():
