@@ -236,7 +236,7 @@ def _tiled_intrinsics() -> dict[str, object]:
 
         return v.dtype(v), codegen
 
-    _tiled_parts.update(prefetch=prefetch, vload=vload, vzero=vzero, fma=fma, vsum=vsum)
+    _tiled_parts.update(prefetch=prefetch, vload=vload, vzero=vzero, fma=fma, vsum=vsum, Vec=Vec)
     return _tiled_parts
 
 
