@@ -39,7 +39,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-KERNELS = ("auto", "numba", "numpy")
+KERNELS = ("auto", "numba", "numba-float", "numpy")
+# kernels that read Q4NX weights packed (q4nx_kernel.py) instead of their float32 cache
+PACKED_KERNELS = ("numba",)
 
 Linear = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -348,13 +350,21 @@ def numba_available() -> bool:
 
 
 def choose(kind: str = "auto") -> tuple[str, Linear]:
-    """The kernel named `kind` ("auto", "numba", "numpy") as `(name, function)`."""
+    """The kernel named `kind` as `(name, function)`: the float kernel it runs. "numba" and
+    "numba-float" both run the tiled kernel on float weights; on a Q4NX weight "numba" runs the
+    packed kernel (`reads_q4nx`), "numba-float" the tiled kernel on the dequantised cache."""
     if kind not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kind!r}")
     if kind == "auto":
         kind = "numba" if numba_available() else "numpy"
-    if kind == "numba":
+    if kind in ("numba", "numba-float"):
         if not numba_available():
-            raise ValueError("kernel='numba' needs the numba package (pip install numba)")
-        return "numba", numba_rows
+            raise ValueError(f"kernel={kind!r} needs the numba package (pip install numba)")
+        return kind, numba_rows
     return "numpy", numpy_rows
+
+
+def reads_q4nx(name: str) -> bool:
+    """True when the kernel `name` (as `choose` returns it) multiplies Q4NX weights in their
+    packed form; the others read the weight store's float cache."""
+    return name in PACKED_KERNELS

@@ -59,6 +59,7 @@ class PackedWeight:
     blocks: np.ndarray
     shape: tuple[int, int]
     convention: str
+    packed = True  # what a backend checks to pass it to `prepare` as it is
 
     @classmethod
     def from_blocks(cls, blocks: np.ndarray, shape: tuple[int, int],
