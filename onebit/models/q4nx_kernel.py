@@ -48,7 +48,7 @@ from onebit.models import kernels, q4nx
 LANES = 2  # 16-row lanes per 32-row block
 # (rows, lanes, groups) side by side in a tile: one straight-line body per tile shape. The
 # first is used while at least its row count is left, then the others once each, in order.
-TILES = ((8, 1, 1), (4, 1, 2), (2, 2, 2), (1, 2, 4))
+TILES = ((4, 1, 1), (2, 1, 2), (1, 2, 2))
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,22 @@ def _intrinsics() -> dict[str, object]:
 
         return types.none(arr, idx, v), codegen
 
+    @intrinsic
+    def load16(typingctx, arr, idx):
+        """`arr[idx : idx + 16]` as a vector (the caller keeps it in range)."""
+        vt = lane_vec(arr)
+        if vt is None or not isinstance(idx, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = pointer_at(context, builder, sig.args[0], args[0], args[1],
+                             context.get_value_type(vt))
+            return builder.load(ptr, align=1)
+
+        return vt(arr, idx), codegen
+
     _parts.update(fma=base["fma"], bf16=bf16, splat=splat, zero16=zero16, store16=store16,
+                  load16=load16,
                   even_u=make_decode(0, False), odd_u=make_decode(1, False),
                   even_s=make_decode(0, True), odd_s=make_decode(1, True))
     return _parts
@@ -219,11 +234,14 @@ def _intrinsics() -> dict[str, object]:
 
 def _tile_lines(rows: int, lanes: int, groups: int, indent: str) -> list[str]:
     """One tile: `rows` rows from r, `lanes` lanes (both, or the loop's `ln`), `groups` groups
-    side by side, over all of block row `rb`; each (row, output) by the docstring's formula."""
+    side by side, over all of block row `rb`; each (row, output) by the docstring's formula.
+    The group chains `a` live in registers; the running `y` lives in `out` (one load and store
+    per group, against 32 columns of work)."""
     lane_ids = ["0", "1"] if lanes == 2 else ["ln"]
     rs, ls, ks = range(rows), range(len(lane_ids)), range(groups)
     s = [f"x{r} = rows[r + {r}]" for r in rs] + [f"q{r} = sx[r + {r}]" for r in rs]
-    s += [f"y{r}_{li} = zero16(x0)" for r in rs for li in ls]
+    s += [f"o{r} = out[r + {r}]" for r in rs]
+    s += [f"store16(o{r}, rb * 32 + {lane} * 16, zero16(x0))" for r in rs for lane in lane_ids]
     s += ["for cb in range(ncb):",
           "    base = (rb * ncb + cb) * BLOCK",
           f"    for g0 in range(0, GROUPS, {groups}):"]
@@ -243,12 +261,11 @@ def _tile_lines(rows: int, lanes: int, groups: int, indent: str) -> list[str]:
             body += [f"sc = bf16(blk, base + (g0 + {k}) * 64 + {lane} * 32, x0)",
                      f"mn = bf16(blk, base + MINS + (g0 + {k}) * 64 + {lane} * 32, x0)"]
             for r in rs:
-                y = f"y{r}_{li}"
-                body += [f"{y} = fma(sc, a{r}_{li}_{k}, {y})",
-                         f"{y} = fma(mn, splat(q{r}[cb * GROUPS + g0 + {k}], x0), {y})"]
+                at = f"rb * 32 + {lane} * 16"
+                body += [f"y = fma(sc, a{r}_{li}_{k}, load16(o{r}, {at}))",
+                         f"store16(o{r}, {at}, "
+                         f"fma(mn, splat(q{r}[cb * GROUPS + g0 + {k}], x0), y))"]
     s += ["        " + line for line in body]
-    s += [f"store16(out[r + {r}], rb * 32 + {lane} * 16, y{r}_{li})"
-          for r in rs for li, lane in enumerate(lane_ids)]
     if lanes == 1:
         s = ["for ln in range(2):"] + ["    " + line for line in s]
     return [indent + line for line in s]
@@ -284,7 +301,7 @@ def _packed_kernel(signed: bool, parallel: bool) -> Callable:
         suffix = "s" if signed else "u"
         namespace: dict[str, object] = {
             "fma": parts["fma"], "bf16": parts["bf16"], "splat": parts["splat"],
-            "zero16": parts["zero16"], "store16": parts["store16"],
+            "zero16": parts["zero16"], "store16": parts["store16"], "load16": parts["load16"],
             "even": parts["even_" + suffix], "odd": parts["odd_" + suffix],
             "BLOCK": q4nx.BLOCK_BYTES, "CODES": q4nx.CODES_AT, "MINS": q4nx.MINS_AT,
             "LANE_BYTES": q4nx.BLOCK_COLS * 8, "COLS": q4nx.BLOCK_COLS, "GROUP": q4nx.GROUP,

@@ -15,6 +15,7 @@ import pytest
 
 from onebit.models import fabricate_model, load_model, q4nx, tiny_config
 from onebit.models.gemma4_fabricate import tiny_gemma4_config
+from onebit.models.qwen3 import LM_HEAD
 from onebit.models.weights import expected_shapes
 
 pytest.importorskip("numba")
@@ -176,9 +177,12 @@ def test_a_q4nx_model_reads_its_weights_packed(model_dirs, kind):
     the float-cache kernel's within float32 rounding."""
     model = load_model(model_dirs[kind, "q4nx"], kernel="numba")
     logits = model.step(5, 0)
-    held = list(model.backend._prepared.values())
+    held = model.backend._prepared
+    assert any(isinstance(h, PackedWeight) for h in held.values())
+    for key, handle in held.items():
+        name = model.weights.lm_head_name() if key == LM_HEAD else key
+        assert isinstance(handle, PackedWeight) == (model.weights.kind(name) == "q4nx"), key
     quantised = [n for n in model.weights.names() if model.weights.kind(n) == "q4nx"]
-    assert held and all(isinstance(h, PackedWeight) for h in held if h is not None)
     assert not any(n in model.weights._cache for n in quantised)
     float_model = load_model(model_dirs[kind, "q4nx"], kernel="numba-float")
     want = float_model.step(5, 0)
