@@ -15,8 +15,12 @@ kernels here compute each (row, output) dot product by one fixed formula whateve
   measure what this buys; docs/forward.md quotes their figures.
 - "numpy": one BLAS gemv per row, `W @ X[r]` (no extra dependency; verify costs n steps).
 
-"auto" is numba when it imports, else numpy. The two kernels differ from each other in the
-last bits; a model uses one kernel for both its step and its verify, which is what matters.
+"auto" is numba when it imports, else numpy. On a Q4NX weight, "numba" does not use the float
+kernels at all: the host backend hands it to the packed kernel of `q4nx_kernel.py`, which reads
+the 4-bit blocks and dequantises in registers (its own fixed formula, documented there).
+"numba-float" is the tiled kernel over the dequantised float cache (the A/B baseline). The
+kernels differ from each other in the last bits; a model uses one kernel for both its step and
+its verify, which is what matters.
 
 How the tiled kernel stays batch-invariant. The result for (row r, output o) is, exactly:
 
