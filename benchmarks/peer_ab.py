@@ -1,7 +1,7 @@
 """onebit against its peers on the same model: transformers (CPU torch) and llama.cpp.
 
     .venv/bin/python benchmarks/peer_ab.py [--quick] [--rounds 5] [--tokens 96] [--threads 2]
-                                           [--no-llama] [--llama-cpp-src DIR]
+                                           [--kernel auto] [--no-llama] [--llama-cpp-src DIR]
                                            [--hidden 1024 --layers 4 --intermediate 2816
                                             --vocab 8192]
 
@@ -56,6 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, help="default 5 (2 with --quick)")
     parser.add_argument("--tokens", type=int, help="tokens per decode; default 96 (32 quick)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--kernel", default="auto", help="onebit's kernel: auto, numba, numpy")
     parser.add_argument("--no-llama", action="store_true", help="leave the llama.cpp arm out")
     parser.add_argument("--llama-cpp-src", type=Path,
                         help="a llama.cpp tree holding convert_hf_to_gguf.py (default: "
@@ -116,13 +117,13 @@ class PrefillClock:
 class OnebitEngine:
     engine = "onebit"
 
-    def __init__(self, path: Path, fmt: str) -> None:
+    def __init__(self, path: Path, fmt: str, kernel: str) -> None:
         from forward_ab import weight_bytes
 
         from onebit.models import load_model
 
         self.format = fmt
-        self.model = load_model(path, max_batch_rows=16)
+        self.model = load_model(path, max_batch_rows=16, kernel=kernel)
         self.bytes_per_token = weight_bytes(self.model)
 
     def parameters(self) -> int:
@@ -344,7 +345,7 @@ def build_engines(args, work: Path) -> tuple[list, list, int]:
                  intermediate_size=args.intermediate, vocab_size=args.vocab)
     checkpoint = fabricate_model(work / "float", "qwen3", quantized=False, **sizes)
     container = fabricate_model(work / "q4nx", "qwen3", quantized=True, **sizes)
-    onebit_f32 = OnebitEngine(checkpoint, "float32")
+    onebit_f32 = OnebitEngine(checkpoint, "float32", args.kernel)
     engines, speculating = [onebit_f32], [onebit_f32]
     try:
         hf = TransformersEngine(checkpoint, args.threads)
@@ -362,7 +363,7 @@ def build_engines(args, work: Path) -> tuple[list, list, int]:
             llama = llama_engines(args, checkpoint, work, n_ctx=PROMPT_LEN + args.tokens + 16)
         except peer_llama.PeerUnavailable as error:
             print(f"llama.cpp arm skipped: {error}")
-    engines += llama[:1] + [OnebitEngine(container, "Q4NX")] + llama[1:]
+    engines += llama[:1] + [OnebitEngine(container, "Q4NX", args.kernel)] + llama[1:]
     return engines, speculating, onebit_f32.parameters()
 
 

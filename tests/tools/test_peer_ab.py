@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "peer_ab.py"
-TINY = ["--quick", "--rounds", "1", "--tokens", "6", "--bandwidth-mib", "16",
+TINY = ["--quick", "--rounds", "1", "--tokens", "6", "--bandwidth-mib", "16", "--kernel", "numpy",
         "--hidden", "256", "--layers", "2", "--intermediate", "512", "--vocab", "256"]
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 NUMBER = r"\d+(\.\d+)? \[\d+(\.\d+)? \.\. \d+(\.\d+)?\]"
