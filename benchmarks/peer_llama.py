@@ -204,11 +204,28 @@ def quantize(source: Path, out: Path, ftype_name: str = "LLAMA_FTYPE_MOSTLY_Q4_0
     params.ftype = getattr(llama_cpp, ftype_name)
     params.nthread = threads
     params.pure = True
-    status = llama_cpp.llama_model_quantize(str(source).encode(), str(out).encode(), params)
+    log = out.with_suffix(".log")
+    with _native_stderr_to(log):  # llama.cpp logs every tensor it quantises
+        status = llama_cpp.llama_model_quantize(str(source).encode(), str(out).encode(), params)
     if status != 0 or not out.is_file():
+        lines = log.read_text(errors="replace").strip().splitlines() or ["(no log)"]
         raise PeerUnavailable(f"llama_model_quantize({source.name} -> {ftype_name}) "
-                              f"returned {status}")
+                              f"returned {status}: {lines[-1]}")
     return out
+
+
+@contextlib.contextmanager
+def _native_stderr_to(path: Path):
+    """Send file descriptor 2 (where C code writes) to `path` for the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "wb") as sink:
+            os.dup2(sink.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def gguf_bytes_per_token(path: Path) -> int:
