@@ -52,7 +52,9 @@ def load_model(
     (a HuggingFace checkpoint). Options:
     - `dtype`: "float32" (default) or "float64", the compute precision;
     - `max_batch_rows`: the most rows one `verify` takes (default 8);
-    - `kernel`: "auto" (numba when installed), "numba" or "numpy" (see kernels.py);
+    - `kernel`: "auto" (numba when installed), "numba" (Q4NX weights multiplied packed, by
+      q4nx_kernel.py), "numba-float" (Q4NX weights dequantised to a float cache) or "numpy"
+      (see kernels.py);
     - `q4nx_convention`: "unsigned" codes 0..15, or "signed" (GGUF Q4_0: -8..7, min 0);
     - `unpack_per_token`: unpack Q4NX weights on every use instead of once; default from the
       environment variable ONEBIT_UNPACK_PER_TOKEN. On a device backend it also prepares
