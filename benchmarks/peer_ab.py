@@ -118,13 +118,17 @@ class OnebitEngine:
     engine = "onebit"
 
     def __init__(self, path: Path, fmt: str, kernel: str) -> None:
-        from forward_ab import weight_bytes
-
         from onebit.models import load_model
 
         self.format = fmt
         self.model = load_model(path, max_batch_rows=16, kernel=kernel)
-        self.bytes_per_token = weight_bytes(self.model)
+
+    @property
+    def bytes_per_token(self) -> int:
+        """What the forward holds for its kernels (prepared on first use: read after a run)."""
+        from forward_ab import read_bytes
+
+        return read_bytes(self.model)
 
     def parameters(self) -> int:
         import numpy as np
