@@ -21,7 +21,10 @@ time (the sha256 of its tokens is printed); sampled speculative text differs fro
 sampling's (the draws are consumed in another order) but has the same distribution
 (docs/sampling.md).
 
-Also prints the enumeration time of the largest trees the sampling suite enumerates.
+Each arm's ratio to plain sampling is taken round by round (the arms of one round ran back to
+back), median [min .. max]. Then the enumeration time of the largest trees the sampling suite
+enumerates: the real forward's (qwen3 + DFlash, k = 2) and the toy's largest, each checked
+against plain sampling's exact distribution.
 """
 
 from __future__ import annotations
@@ -71,11 +74,30 @@ def arms(clock: DecodeClock, args: argparse.Namespace) -> dict:
     }
 
 
-def enumeration_times() -> list[str]:
+def real_forward_tree(tmp: Path) -> str:
+    """The largest tree the suite enumerates (tests/sampling/test_real_forward.py): a
+    fabricated float qwen3 with a DFlash head, k = 2, top-k 2, 3 tokens; held to plain
+    sampling as the test holds it."""
+    from onebit.heads import fabricate_dflash, load_dflash
+    from pytest_onebit.enumeration import distance, exact_distribution, plain_distribution
+
+    target = load_model(fabricate_model(tmp / "qwen3-float", "qwen3", quantized=False))
+    head = load_dflash(fabricate_dflash(tmp / "dflash", target, block_size=4), target)
+    s = onebit.Sampling(1.0, top_k=2)
+    prompt = [5, 9, 17, 5, 9]
+    d = exact_distribution(onebit.run, target, head, prompt, max_tokens=3, k=2, sampling=s)
+    want = plain_distribution(target, prompt, max_tokens=3, sampling=s)
+    gap, _ = distance(d, want)
+    assert gap <= 1e-12, gap
+    return (f"| qwen3 (real forward) + DFlash, k=2, top-k 2, 3 tokens | {d.leaves} | "
+            f"{len(want.probs)} | {d.seconds:.2f} |")
+
+
+def enumeration_times(tmp: Path) -> list[str]:
     """The largest trees of the sampling suite: leaves and seconds."""
     from pytest_onebit.sampling_contract import distribution_scenarios, execute_sampled
 
-    lines = []
+    lines = [real_forward_tree(tmp)]
     for s in distribution_scenarios():
         if s.id in ("two-pass-mixed-k2-t1-v4-n3", "one-pass-model-k2-t1-top3-v5-n3",
                     "two-pass-blend-k4-t1-v3-n3"):
@@ -113,17 +135,20 @@ def main() -> None:
             seconds[name].append(elapsed)
     print(f"model {path}, {args.tokens} tokens, temperature {args.temperature}, "
           f"top-k {args.top_k}, seed {args.seed}, {args.rounds} rounds (A B A B)\n")
-    print("| arm | tokens/s | base passes per token | acceptance | tokens sha256 |")
-    print("|---|---:|---:|---:|---|")
+    print("| arm | tokens/s | vs plain sampling | base passes per token | acceptance | "
+          "tokens sha256 |")
+    print("|---|---:|---:|---:|---:|---|")
+    plain = [len(results["plain sampling"].tokens) / v for v in seconds["plain sampling"]]
     for name, values in seconds.items():
         r = results[name]
         rates = [len(r.tokens) / v for v in values]
+        ratios = [a / b for a, b in zip(rates, plain, strict=True)]  # round by round
         digest = hashlib.sha256(str(r.tokens).encode()).hexdigest()[:12]
-        print(f"| {name} | {spread(rates)} | {r.stats.passes_per_token:.3f} | "
-              f"{r.stats.acceptance_rate:.2f} | {digest} |")
+        print(f"| {name} | {spread(rates)} | {spread(ratios, '{:.2f}')}x | "
+              f"{r.stats.passes_per_token:.3f} | {r.stats.acceptance_rate:.2f} | {digest} |")
     print("\n| largest trees of the sampling suite | leaves | sequences | seconds |")
     print("|---|---:|---:|---:|")
-    print("\n".join(enumeration_times()))
+    print("\n".join(enumeration_times(Path(tmp.name))))
 
 
 if __name__ == "__main__":

@@ -143,11 +143,6 @@ def _check_row(logits: np.ndarray, vocab: int, pos: int) -> np.ndarray:
     return row
 
 
-def _argmax_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
-    """The base's choices from a verify of `n` rows at `pos` (row i scores `pos + i + 1`)."""
-    return np.argmax(_check_rows(logits, n, vocab, pos), axis=1)
-
-
 def _check_rows(logits: np.ndarray, n: int, vocab: int, pos: int) -> np.ndarray:
     """The scores of a verify of `n` rows at `pos`, checked: shape and finiteness."""
     rows = np.asarray(logits)
@@ -572,6 +567,11 @@ class _Decode:
 # al. in place of "the draft equals the argmax". Every random decision goes through `rng`.
 
 
+# How far a head's q row may sum from 1 (a float32 softmax is off by ~1e-7). A power of two
+# (about 9.5e-7), so a row off by exactly the tolerance exists and the boundary is testable.
+Q_SUM_TOLERANCE = 2.0**-20
+
+
 def _judge(p: np.ndarray, q: np.ndarray, draft: int, rng: Rng) -> int | None:
     """One draft drawn from `q`, held to the target's `p`: None when it is accepted (with
     probability min(1, p(d) / q(d))), else the token drawn in its place from the residual
@@ -614,24 +614,25 @@ class _SampledDecode(_Decode):
                 f"head returned q of shape {q.shape} with {len(drafts)} drafts at position "
                 f"{pos + 1}; expected ({len(drafts)}, {self.vocab})", pos=pos + 1)
         q = q[: len(drafts)]
-        for slot, (row, token) in enumerate(zip(q, drafts, strict=True)):
+        for slot, token in enumerate(drafts):
+            row = q[slot]
             if not (np.isfinite(row).all() and (row >= 0).all()
-                    and abs(row.sum() - 1.0) <= 1e-6 and row[token] > 0):
+                    and abs(row.sum() - 1.0) <= Q_SUM_TOLERANCE and row[token] > 0):
                 raise HeadContractError(
                     f"head's q row for slot {slot} (position {pos + 1 + slot}) is not a "
                     f"distribution with draft {token} in its support", pos=pos + 1 + slot)
         return drafts, q
 
-    def judge_drafts(self, drafts: list[int], q: np.ndarray, rows: np.ndarray,
-                     pos: int) -> tuple[int, int]:
-        """Hold `drafts` (for `pos`, `pos + 1`, ...) to `rows` of the target's scores, row i
+    def judge_drafts(self, drafts: list[int], q: np.ndarray,
+                     rows: np.ndarray) -> tuple[int, int]:
+        """Hold `drafts` to `rows` of the target's scores (checked by `verify_rows`), row i
         scoring draft i and row len(drafts) the bonus. Returns (drafts accepted, next t1)."""
         for i, token in enumerate(drafts):
-            replaced = _judge(self.p_row(rows[i], pos + i), q[i], token, self.rng)
+            replaced = _judge(warp(rows[i], self.sampling), q[i], token, self.rng)
             if replaced is not None:
                 return i, int(replaced)
         bonus = len(drafts)
-        return bonus, int(self.rng.choice(self.p_row(rows[bonus], pos + bonus)))
+        return bonus, int(self.rng.choice(warp(rows[bonus], self.sampling)))
 
     def one_pass_round(self, t1: int, pos: int, max_rows: int) -> tuple[int, int]:
         """t1 and the drafts in one batch; row i scores draft i, the last row the bonus."""
@@ -641,7 +642,7 @@ class _SampledDecode(_Decode):
             return self.plain_step(t1, pos)
         batch = [t1, *drafts]
         rows = self.verify_rows(batch, pos)
-        take, following = self.judge_drafts(drafts, q, rows, pos + 1)
+        take, following = self.judge_drafts(drafts, q, rows)
         count = self.emit_and_commit(batch[: take + 1])
         self.stats.accepted += count - 1
         return following, pos + count
@@ -661,7 +662,7 @@ class _SampledDecode(_Decode):
         if replaced is not None:
             return int(replaced), after
         rows = self.verify_rows(drafts, after)
-        take, following = self.judge_drafts(drafts[1:], q[1:], rows, after + 1)
+        take, following = self.judge_drafts(drafts[1:], q[1:], rows)
         count = self.emit_and_commit(drafts[: take + 1])
         self.stats.accepted += count
         return following, after + count

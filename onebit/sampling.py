@@ -24,8 +24,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 # How far a distribution handed to `SeededRng.choice` may sum from 1 (float64 rounding of a
-# softmax over a large vocabulary stays far inside this).
-SUM_TOLERANCE = 1e-9
+# softmax over a large vocabulary stays far inside this). A power of two (about 9.3e-10), so a
+# row that is off by exactly the tolerance exists in float64 and the boundary can be tested.
+SUM_TOLERANCE = 2.0**-30
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def warp(logits: np.ndarray, sampling: Sampling | None) -> np.ndarray:
         out[int(np.argmax(row))] = 1.0
         return out
     assert sampling is not None
-    order = np.argsort(-row, kind="stable")  # highest first; a stable sort ranks ties by id
+    order = np.lexsort((np.arange(row.size), -row))  # highest first, ties by the lower id
     keep = order[: sampling.top_k] if sampling.top_k else order
     # Shift by the best score before dividing: every exponent is <= 0, so a small temperature
     # underflows to 0 instead of overflowing to inf.
@@ -159,15 +160,14 @@ class SeededRng:
         return f"SeededRng(seed={self.seed})"
 
     def accept(self, prob: float) -> bool:
-        return bool(self.generator.random() < check_prob(prob))
+        # one Bernoulli draw: prob 0 is never True and prob 1 always, by construction
+        return bool(self.generator.binomial(1, check_prob(prob)))
 
     def choice(self, probs: np.ndarray) -> int:
+        # numpy draws from the normalised cumulative sum and never returns an index of
+        # probability 0; the row is checked first so the error names this seam
         row = check_distribution(probs)
-        cumulative = np.cumsum(row)
-        index = int(np.searchsorted(cumulative, self.generator.random() * cumulative[-1],
-                                    side="right"))
-        # u * total can round up to the total itself: fall back to the last possible index
-        return min(index, int(np.flatnonzero(row)[-1]))
+        return int(self.generator.choice(row.size, p=row))
 
 
 def make_rng(rng: Rng | None, seed: int | None) -> Rng:

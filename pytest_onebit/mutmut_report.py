@@ -12,11 +12,13 @@ those lines so a reviewer sees every exemption.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -145,9 +147,18 @@ def _mutmut(root: Path, *args: str) -> str:
     return done.stdout
 
 
-def read_report(root: Path, *, max_survivors: int = 0,
-                sources: tuple[str, ...] = ("onebit",)) -> MutmutReport:
-    """Read the last `mutmut run` in `root` (export its stats, list its results)."""
+def selected(statuses: dict[str, str], only: Sequence[str]) -> dict[str, str]:
+    """The mutants whose key matches one of the `only` globs (the names `mutmut run` takes,
+    e.g. `onebit.loop.x__settled*`); all of them when `only` is empty."""
+    if not only:
+        return statuses
+    return {k: v for k, v in statuses.items() if any(fnmatch.fnmatchcase(k, p) for p in only)}
+
+
+def read_report(root: Path, *, max_survivors: int = 0, sources: tuple[str, ...] = ("onebit",),
+                only: Sequence[str] = ()) -> MutmutReport:
+    """Read the last `mutmut run` in `root` (export its stats, list its results), keeping the
+    mutants `only` selects (a run given the same names leaves the others unchecked)."""
     _mutmut(root, "export-cicd-stats")
     stats_path = root / STATS_FILE
     if not stats_path.exists():
@@ -156,4 +167,7 @@ def read_report(root: Path, *, max_survivors: int = 0,
     statuses = parse_results(_mutmut(root, "results", "--all", "true"))
     if not statuses:
         raise MutmutReportError("mutmut lists no mutants: run `mutmut run` first")
+    statuses = selected(statuses, only)
+    if not statuses:
+        raise MutmutReportError(f"no mutant matches --only {' '.join(only)}")
     return MutmutReport(statuses, totals, find_exemptions(root, list(sources)), max_survivors)

@@ -98,8 +98,8 @@ def distribution_scenarios() -> list[SamplingScenario]:
     """S1 and S4's grid, 3 tokens each: on a 3-token toy, every head kind in both round kinds
     at k = 1..4 (each with one of the samplings, in turn) and the mixed head under every
     sampling at every k; on wider vocabularies, the draft-model head under top-k 3 (5 tokens)
-    and the mixed head with full softmax (4 tokens); a 2-row base (k clamped) and a 5-token
-    run (bonus tokens mid-run)."""
+    and the mixed head with full softmax (4 tokens); a 2-row base (k clamped), a 5-token
+    run (bonus tokens mid-run) and a 4-token run with k = 3 (a round of 3 drafts)."""
     out: dict[str, SamplingScenario] = {}
 
     def add(s: Sampling, **knobs) -> None:
@@ -117,6 +117,8 @@ def distribution_scenarios() -> list[SamplingScenario]:
         add(SAMPLINGS[0], flavour=flavour, head="mixed", k=2, vocab_size=4)
         add(SAMPLINGS[3], flavour=flavour, head="mixed", k=4, max_batch_rows=2)
         add(SAMPLINGS[1], flavour=flavour, head="argmax", k=2, max_tokens=5, seed=3)
+        # 4 tokens: room for 3 drafts in a round (3 tokens leave 2 at most after t1)
+        add(SAMPLINGS[1], flavour=flavour, head="mixed", k=3, max_tokens=4)
     return list(out.values())
 
 
@@ -198,11 +200,19 @@ _TRACES: dict[tuple[RunFn, SamplingScenario], SamplingTrace] = {}
 
 
 def trace_of(run: RunFn, scenario: SamplingScenario) -> SamplingTrace:
-    """Each (loop, scenario) is enumerated once per process and shared by S1 and S4."""
+    """Each (loop, scenario) is enumerated once and shared by S1 and S4 (until
+    `forget_traces`)."""
     key = (run, scenario)
     if key not in _TRACES:
         _TRACES[key] = execute_sampled(run, scenario)
     return _TRACES[key]
+
+
+def forget_traces() -> None:
+    """Drop every enumerated trace. A test run must enumerate the loop as it is now: a process
+    forked after an earlier run (mutmut runs each mutant so) would otherwise judge the same
+    function object by what the unmutated code emitted."""
+    _TRACES.clear()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_onebit.sampling_contract import SAMPLING_CHECKS, SamplingCheck, SamplingScenario
+from pytest_onebit.sampling_contract import (
+    SAMPLING_CHECKS,
+    SamplingCheck,
+    SamplingScenario,
+    forget_traces,
+)
 from pytest_onebit.trace import RunFn
 
 
@@ -36,6 +41,12 @@ class SamplingContract:
     @pytest.fixture
     def loop(self, spec_run: RunFn) -> RunFn:
         return spec_run
+
+    @pytest.fixture(autouse=True, scope="class")
+    def _fresh_traces(self) -> None:
+        """Each class enumerates its loop afresh: a trace cached by an earlier test session in
+        this process (a forked mutmut child inherits its parent's) is never reused."""
+        forget_traces()
 
 
 for _check in SAMPLING_CHECKS.values():

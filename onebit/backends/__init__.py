@@ -15,8 +15,8 @@ BACKENDS = ("host", "torch", "cuda", "npu")
 def make_backend(backend: str | Backend = "host", *, kernel: str = "auto",
                  resident: bool = True) -> Backend:
     """The backend named `backend` (a `Backend` is returned as it is). `kernel` is the host
-    kernel ("auto", "numba", "numpy") for "host", and "rows" or "matmul" for torch/cuda
-    ("auto" means "rows"). The NPU backend reads its kernels from $ONEBIT_KERNEL_DIR."""
+    kernel ("auto", "numba", "numba-float", "numpy") for "host", and "rows" or "matmul" for
+    torch/cuda ("auto" means "rows"). The NPU backend reads its kernels from $ONEBIT_KERNEL_DIR."""
     if isinstance(backend, Backend):
         return backend
     if backend == "host":

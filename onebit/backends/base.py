@@ -54,10 +54,15 @@ class Backend:
         keep = self.resident if resident is None else resident
         handle = self._prepared.get(key) if keep else None
         if handle is None:
-            weight = np.asarray(fetch(key))
-            if weight.ndim != 2:
-                raise BackendError(f"{self.name}: weight {key!r} has shape {weight.shape}, not 2-D")
-            handle = self.prepare(key, np.ascontiguousarray(weight))
+            weight = fetch(key)
+            if not getattr(weight, "packed", False):  # a packed Q4NX weight goes as it is
+                weight = np.asarray(weight)
+                if weight.ndim != 2:
+                    raise BackendError(
+                        f"{self.name}: weight {key!r} has shape {weight.shape}, not 2-D"
+                    )
+                weight = np.ascontiguousarray(weight)
+            handle = self.prepare(key, weight)
             self.prepares += 1
             if keep:
                 self._prepared[key] = handle

@@ -11,7 +11,8 @@ from onebit.models import kernels
 
 class HostBackend(Backend):
     """Products on the CPU by the batch-invariant kernels of `kernels.py`. The prepared form
-    is the weight array itself: the weight store already unpacked it once."""
+    is what the weight store handed out: a float array, or, on the "numba" kernel, a Q4NX
+    weight's `PackedWeight` (its blocks, read by the packed kernel of `q4nx_kernel.py`)."""
 
     name = "host"
 
@@ -21,11 +22,17 @@ class HostBackend(Backend):
             self.kernel, self._rows = kernels.choose(kernel)
         except ValueError as error:
             raise BackendError(f"host backend: {error}") from None
+        # the model hands this backend Q4NX weights packed when it can read them so
+        self.reads_q4nx = kernels.reads_q4nx(self.kernel)
 
-    def prepare(self, key: str, weight: np.ndarray) -> np.ndarray:
+    def prepare(self, key: str, weight):
         return weight
 
-    def product(self, handle: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def product(self, handle, rows: np.ndarray) -> np.ndarray:
+        if getattr(handle, "packed", False):
+            from onebit.models.q4nx_kernel import packed_rows
+
+            return packed_rows(handle, rows)
         return self._rows(handle, rows.astype(handle.dtype, copy=False))
 
     def describe(self) -> str:

@@ -19,6 +19,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-survivors", type=int, default=0, metavar="N",
                         help="survivors allowed before the gate fails (default 0)")
+    parser.add_argument("--only", action="append", default=[], metavar="GLOB",
+                        help="judge only the mutants whose key matches GLOB (repeatable): the "
+                        "names given to `mutmut run`, e.g. 'onebit.loop.x__settled*'")
     parser.add_argument("--root", type=Path, default=Path.cwd(),
                         help="the project folder mutmut ran in (default: here)")
     add_format(parser)
@@ -33,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.root.is_dir():
         return fail("mutmut", f"--root {args.root} is not a folder")
     try:
-        report = read_report(args.root, max_survivors=args.max_survivors)
+        report = read_report(args.root, max_survivors=args.max_survivors, only=args.only)
     except MutmutReportError as error:
         return fail("mutmut", error)
     emit(report.render(args.format))

@@ -56,7 +56,9 @@ def load_model(
     - `max_prefill_rows`: the most prompt tokens one prefill batch takes (default 64, never
       below `max_batch_rows`); Gemma 4 prefills in batches of `max_batch_rows` and refuses a
       wider value (its sliding-window cache holds that many rows past the window);
-    - `kernel`: "auto" (numba when installed), "numba" or "numpy" (see kernels.py);
+    - `kernel`: "auto" (numba when installed), "numba" (Q4NX weights multiplied packed, by
+      q4nx_kernel.py), "numba-float" (Q4NX weights dequantised to a float cache) or "numpy"
+      (see kernels.py);
     - `q4nx_convention`: "unsigned" codes 0..15, or "signed" (GGUF Q4_0: -8..7, min 0);
     - `unpack_per_token`: unpack Q4NX weights on every use instead of once; default from the
       environment variable ONEBIT_UNPACK_PER_TOKEN. On a device backend it also prepares

@@ -15,8 +15,12 @@ kernels here compute each (row, output) dot product by one fixed formula whateve
   measure what this buys; docs/forward.md quotes their figures.
 - "numpy": one BLAS gemv per row, `W @ X[r]` (no extra dependency; verify costs n steps).
 
-"auto" is numba when it imports, else numpy. The two kernels differ from each other in the
-last bits; a model uses one kernel for both its step and its verify, which is what matters.
+"auto" is numba when it imports, else numpy. On a Q4NX weight, "numba" does not use the float
+kernels at all: the host backend hands it to the packed kernel of `q4nx_kernel.py`, which reads
+the 4-bit blocks and dequantises in registers (its own fixed formula, documented there).
+"numba-float" is the tiled kernel over the dequantised float cache (the A/B baseline). The
+kernels differ from each other in the last bits; a model uses one kernel for both its step and
+its verify, which is what matters.
 
 How the tiled kernel stays batch-invariant. The result for (row r, output o) is, exactly:
 
@@ -39,7 +43,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-KERNELS = ("auto", "numba", "numpy")
+KERNELS = ("auto", "numba", "numba-float", "numpy")
+# kernels that read Q4NX weights packed (q4nx_kernel.py) instead of their float32 cache
+PACKED_KERNELS = ("numba",)
 
 Linear = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -236,7 +242,7 @@ def _tiled_intrinsics() -> dict[str, object]:
 
         return v.dtype(v), codegen
 
-    _tiled_parts.update(prefetch=prefetch, vload=vload, vzero=vzero, fma=fma, vsum=vsum)
+    _tiled_parts.update(prefetch=prefetch, vload=vload, vzero=vzero, fma=fma, vsum=vsum, Vec=Vec)
     return _tiled_parts
 
 
@@ -348,13 +354,21 @@ def numba_available() -> bool:
 
 
 def choose(kind: str = "auto") -> tuple[str, Linear]:
-    """The kernel named `kind` ("auto", "numba", "numpy") as `(name, function)`."""
+    """The kernel named `kind` as `(name, function)`: the float kernel it runs. "numba" and
+    "numba-float" both run the tiled kernel on float weights; on a Q4NX weight "numba" runs the
+    packed kernel (`reads_q4nx`), "numba-float" the tiled kernel on the dequantised cache."""
     if kind not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kind!r}")
     if kind == "auto":
         kind = "numba" if numba_available() else "numpy"
-    if kind == "numba":
+    if kind in ("numba", "numba-float"):
         if not numba_available():
-            raise ValueError("kernel='numba' needs the numba package (pip install numba)")
-        return "numba", numba_rows
+            raise ValueError(f"kernel={kind!r} needs the numba package (pip install numba)")
+        return kind, numba_rows
     return "numpy", numpy_rows
+
+
+def reads_q4nx(name: str) -> bool:
+    """True when the kernel `name` (as `choose` returns it) multiplies Q4NX weights in their
+    packed form; the others read the weight store's float cache."""
+    return name in PACKED_KERNELS

@@ -225,6 +225,41 @@ def dequantize(
     return w.reshape(out_features, in_features).astype(dtype)
 
 
+def dequantize_row(
+    blocks: np.ndarray,
+    out_features: int,
+    in_features: int,
+    row: int,
+    *,
+    convention: str = "unsigned",
+    dtype: np.dtype | type = np.float32,
+) -> np.ndarray:
+    """Row `row` of `dequantize(blocks, ...)`, bit for bit, reading only that row's bytes:
+    per block column, its 8 scales, 8 mins and the 256 bytes that hold its nibbles."""
+    _check_convention(convention)
+    grid = as_grid(blocks, out_features, in_features)
+    if not 0 <= row < out_features:
+        raise Q4NXError(f"row {row} is outside a weight of {out_features} rows")
+    band, r = divmod(row, BLOCK_ROWS)
+    lane, within = divmod(r, LANE_ROWS)
+    blocks_of_row = grid[band]  # [in/256, 5120]
+    at = CODES_AT + lane * BLOCK_COLS * 8 + within // 2
+    packed = blocks_of_row[:, at : at + BLOCK_COLS * 8 : 8]  # [in/256, 256 columns]
+    codes = (packed >> np.uint8(4)) if within % 2 else (packed & np.uint8(0xF))
+    codes = codes.astype(np.int8)
+    if convention == "signed":
+        codes = np.where(codes >= 8, codes - 16, codes).astype(np.int8)
+
+    def group_values(start: int) -> np.ndarray:  # [in/256, 8] bf16 of this row, as float64
+        raw = np.ascontiguousarray(blocks_of_row[:, start : start + 512]).view("<u2")
+        return bf16_bits_to_f32(raw.reshape(-1, GROUPS, BLOCK_ROWS)[:, :, r]).astype(np.float64)
+
+    w = group_values(MINS_AT)[:, :, None] + group_values(SCALES_AT)[:, :, None] * codes.reshape(
+        -1, GROUPS, GROUP
+    )
+    return w.reshape(in_features).astype(dtype)
+
+
 def quantize(weight: np.ndarray, *, convention: str = "unsigned", grid: bool = False) -> np.ndarray:
     """Quantise a float `W[out, in]` to Q4NX blocks, per group of 32 columns.
 

@@ -331,8 +331,13 @@ class Qwen3Model:
         """`[R, out]`: rows times the weight `name` (LM_HEAD: the lm_head), on the backend."""
         return self.backend.linear(name, self._weight, rows)
 
-    def _weight(self, name: str) -> np.ndarray:
-        return self.weights.lm_head() if name == LM_HEAD else self.weights.get(name)
+    def _weight(self, name: str):
+        """The weight `name` in the form the backend reads: a Q4NX weight packed when the
+        backend multiplies packed weights (the host's numba kernel), else the float array."""
+        name = self.weights.lm_head_name() if name == LM_HEAD else name
+        if getattr(self.backend, "reads_q4nx", False) and self.weights.kind(name) == "q4nx":
+            return self.weights.packed(name)
+        return self.weights.get(name)
 
     def _rmsnorm(self, x: np.ndarray, factor: np.ndarray) -> np.ndarray:
         """RMSNorm over the last axis; `factor` is w (Qwen3) or 1 + w (Qwen3.5)."""

@@ -363,25 +363,39 @@ class WeightStore:
             return q4nx.bf16_bits_to_f32(part).astype(self.dtype)
         return np.asarray(part).astype(self.dtype)
 
+    def packed(self, name: str):
+        """The Q4NX weight `name` as a `PackedWeight`, the form the packed kernel reads (its
+        blocks, copied into one contiguous array), prepared afresh: the caller (the backend)
+        keeps it, or, in the per-token arm, builds it again for every product."""
+        from onebit.models.q4nx_kernel import PackedWeight
+
+        stored = self._stored[name]
+        if stored.kind != "q4nx":
+            raise ModelFileError(f"{stored.file}: tensor '{name}' is not stored as Q4NX blocks")
+        self.unpacks += 1
+        return PackedWeight.from_blocks(stored.data, self.shapes[name], self.convention)
+
     def embedding_row(self, token: int) -> np.ndarray:
-        """One row of the embedding; in per-token mode only that row's blocks are unpacked."""
+        """One row of the embedding. A Q4NX embedding is never unpacked whole for this: unless
+        its float form is cached already (a float-kernel lm_head tied to it), only the token's
+        row is dequantised, bit for bit the row of the whole table's dequantisation."""
         name = "model.embed_tokens.weight"
         stored = self._stored[name]
-        if stored.kind == "q4nx" and self.unpack_per_token:
+        cached = self._cache.get(name)
+        if stored.kind == "q4nx" and cached is None:
             vocab, hidden = self.shapes[name]
-            grid = q4nx.as_grid(stored.data, vocab, hidden)
-            block = grid[token // q4nx.BLOCK_ROWS]
-            rows = q4nx.dequantize(
-                block, q4nx.BLOCK_ROWS, hidden, convention=self.convention, dtype=self.dtype
-            )
-            self.unpacks += 1
-            return rows[token % q4nx.BLOCK_ROWS]
+            if self.unpack_per_token:
+                self.unpacks += 1
+            return q4nx.dequantize_row(stored.data, vocab, hidden, token,
+                                       convention=self.convention, dtype=self.dtype)
         return self.get(name)[token]
 
+    def lm_head_name(self) -> str:
+        """The weight the lm_head multiplies by: `lm_head.weight`, or the embedding if tied."""
+        return "lm_head.weight" if "lm_head.weight" in self.shapes else "model.embed_tokens.weight"
+
     def lm_head(self) -> np.ndarray:
-        return self.get(
-            "model.embed_tokens.weight" if "lm_head.weight" not in self.shapes else "lm_head.weight"
-        )
+        return self.get(self.lm_head_name())
 
 
 # ---------------------------------------------------------------------------------------------

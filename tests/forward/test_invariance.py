@@ -40,14 +40,15 @@ def _assert_same_state(got, want):
         assert np.array_equal(conv, conv_want) and np.array_equal(s, s_want)
 
 
-@pytest.mark.parametrize("kernel", ["numba", "numpy"])
+@pytest.mark.parametrize("kernel", ["numba", "numba-float", "numpy"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("pos", [3, 55])
 def test_every_verify_width_is_bit_identical_to_stepping(model_dirs, kind, kernel, dtype, pos):
     """For R = 1..16 rows at `pos` (3, and 55 where the batch runs past the KV cache's first
     capacity of 64): every verify row's logits, and after commit_verify(R) the hidden rows, the
     KV cache, the GDN conv and recurrent state and the next step's logits, equal stepping's bit
-    for bit, on both families, both precisions and both kernels."""
+    for bit, on both families, both precisions and every kernel: "numba" multiplies the packed
+    Q4NX blocks (q4nx_kernel.py), "numba-float" the float32 cache, "numpy" by gemv."""
     model = load_model(model_dirs[kind, "q4nx"], kernel=kernel, dtype=dtype,
                        max_batch_rows=MAX_ROWS)
     tokens = TOKENS[: pos + MAX_ROWS + 1]

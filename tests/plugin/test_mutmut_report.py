@@ -8,6 +8,7 @@ from pytest_onebit.mutmut_report import (
     find_exemptions,
     function_of,
     parse_results,
+    selected,
 )
 
 LISTING = """\
@@ -63,3 +64,18 @@ def test_exemptions_are_listed_with_their_reasons(tmp_path):
         ("pkg/m.py:1", "equivalent: x is never read"), ("pkg/m.py:3", "(no reason given)")]
     report = MutmutReport({}, {}, found)
     assert re.search(r"pkg/m.py:1 +equivalent: x is never read", report.to_text())
+
+
+def test_only_keeps_the_mutants_a_selective_run_checked():
+    """--only globs (the names `mutmut run` takes) keep the matching mutants: a run limited to
+    _Decode.propose is judged on its two mutants, the unchecked ones elsewhere set aside; no
+    glob keeps everything."""
+    statuses = parse_results(LISTING)
+    picked = selected(statuses, ["onebit.loop.xǁ_Decodeǁpropose*"])
+    assert sorted(picked) == ["onebit.loop.xǁ_Decodeǁpropose__mutmut_17",
+                              "onebit.loop.xǁ_Decodeǁpropose__mutmut_18"]
+    assert MutmutReport(picked, {}, max_survivors=1).ok
+    assert not MutmutReport(statuses, {}, max_survivors=1).ok  # fallback's is not checked
+    assert selected(statuses, []) == statuses
+    assert selected(statuses, ["onebit.loop.x_greedy*", "onebit.fallback*"]).keys() == {
+        "onebit.loop.x_greedy__mutmut_3", "onebit.fallback.xǁFallbackǁround_cost__mutmut_2"}

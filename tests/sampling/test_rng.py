@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from onebit import SeededRng
-from onebit.sampling import make_rng
+from onebit.sampling import SUM_TOLERANCE, check_distribution, make_rng, one_hot_rows
 
 
 def test_the_same_seed_replays_the_same_draws():
@@ -50,7 +50,7 @@ def test_choice_refuses_what_is_not_a_distribution(probs):
 @pytest.mark.parametrize("prob", [-0.1, 1.01, float("nan")])
 def test_accept_refuses_a_probability_outside_0_1(prob):
     """accept(prob) needs prob in [0, 1]."""
-    with pytest.raises(ValueError, match="accept"):
+    with pytest.raises(ValueError, match=rf"^accept got probability {prob!r}; it must lie in"):
         SeededRng(0).accept(prob)
 
 
@@ -71,3 +71,55 @@ def test_make_rng():
         make_rng(mine, 9)
     with pytest.raises(ValueError, match="accept"):
         make_rng(object(), None)
+
+    class HalfRng:  # accept but no choice: the loop would fail at its first draw
+        def accept(self, prob):
+            return True
+
+    with pytest.raises(ValueError, match=r"^rng must have accept\(prob\) and choice\(probs\)"):
+        make_rng(HalfRng(), None)
+
+
+def test_draws_follow_their_probabilities():
+    """Over 4000 seeded draws, accept(0.3) is True about 30% of the time and choice draws each
+    index about as often as its probability says (within 0.03; the seed fixes the draws, so
+    this is not flaky, and a draw from the wrong law is off by far more)."""
+    rng = SeededRng(2024)
+    accepted = np.mean([rng.accept(0.3) for _ in range(4000)])
+    assert abs(accepted - 0.3) < 0.03
+    probs = np.array([0.2, 0.0, 0.5, 0.3])
+    counts = np.bincount([rng.choice(probs) for _ in range(4000)], minlength=4) / 4000
+    assert counts[1] == 0 and np.abs(counts - probs).max() < 0.03
+
+
+def test_a_one_entry_row_is_a_distribution():
+    """A vocabulary of one: choice([1.0]) is index 0."""
+    assert SeededRng(0).choice(np.array([1.0])) == 0
+
+
+def test_the_sum_tolerance_is_a_sharp_boundary():
+    """A row summing to 1 + SUM_TOLERANCE exactly is a distribution; one off by twice that is
+    a ValueError naming the sum. (The tolerance is a power of two, so both rows are exact.)"""
+    at = np.array([0.5 + SUM_TOLERANCE, 0.5])
+    assert float(at.sum()) - 1.0 == SUM_TOLERANCE
+    np.testing.assert_array_equal(check_distribution(at), at)
+    beyond = np.array([0.5 + 2 * SUM_TOLERANCE, 0.5])
+    with pytest.raises(ValueError, match=r"^choice got probabilities summing to 1.0000000018"):
+        SeededRng(0).choice(beyond)
+
+
+def test_check_distribution_gives_float64_and_names_the_fault():
+    """An integer one-hot row comes back as float64; a negative entry is named by value and
+    index, under the caller's name (`choice` by default)."""
+    row = check_distribution(np.array([0, 1, 0]))
+    assert row.dtype == np.float64 and row.tolist() == [0.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match=r"^choice got probability -0.5 at index 1$"):
+        check_distribution(np.array([1.5, -0.5]))
+    with pytest.raises(ValueError, match=r"^verify got probability nan at index 0$"):
+        check_distribution(np.array([np.nan, 1.0]), "verify")
+
+
+def test_one_hot_rows():
+    """The q rows of deterministic drafts: 1.0 on each drafted token, 0 elsewhere."""
+    assert one_hot_rows([2, 0, 2], 3).tolist() == [[0, 0, 1], [1, 0, 0], [0, 0, 1]]
+    assert one_hot_rows([], 4).shape == (0, 4)

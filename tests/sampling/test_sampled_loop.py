@@ -7,14 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import onebit
-from onebit import Drafts, HeadContractError, Sampling, SeededRng
+from onebit import BaseContractError, Drafts, HeadContractError, Sampling, SeededRng
 from onebit.heads.choose import choose
+from onebit.loop import Q_SUM_TOLERANCE
 from pytest_onebit.enumeration import (
     assert_distribution_equivalent,
     exact_distribution,
     plain_distribution,
 )
-from pytest_onebit.heads import Oracle, half_head
+from pytest_onebit.heads import Oracle, half_head, perfect_head
 from pytest_onebit.sampling_heads import FLAVOURS, KINDS, MemoToyBase, sampling_head
 from pytest_onebit.toy import ToyBase
 
@@ -80,23 +81,77 @@ class _BadQHead:
         q = np.full((k, 64), 1 / 64)
         if self.how == "shape":
             return Drafts([1] * k, q[:, :10])
+        if self.how == "rows":
+            return Drafts([1] * k, q[:-1])
+        if self.how == "flat":
+            return Drafts([1] * k, q[0])
         if self.how == "zero":
             q[:, 1] = 0.0
             q[:, 2] += 1 / 64
         if self.how == "sum":
             q *= 2
+        if self.how == "late":  # slot 1's row gives its draft no mass
+            q[1, 1] = 0.0
+            q[1, 2] += 1 / 64
+        if self.how in ("edge", "over"):  # off by exactly the tolerance, then by twice it
+            q[:, 0] += Q_SUM_TOLERANCE * (1 if self.how == "edge" else 2)
         return Drafts([1] * k, q)
 
 
-@pytest.mark.parametrize("how", ["shape", "zero", "sum"])
-def test_a_head_with_bad_q_rows_is_a_head_contract_error(how):
-    """q of the wrong shape, q not a distribution, or a draft q says is impossible: a
-    HeadContractError naming the position, with committed == emitted."""
+@pytest.mark.parametrize(("how", "message"), [
+    ("shape", r"^head returned q of shape \(3, 10\) with 3 drafts at position 4; "
+              r"expected \(3, 64\)$"),
+    ("rows", r"^head returned q of shape \(2, 64\) with 3 drafts at position 4; "
+             r"expected \(3, 64\)$"),
+    ("flat", r"^head returned q of shape \(64,\) with 3 drafts at position 4; "
+             r"expected \(3, 64\)$"),
+    ("zero", r"^head's q row for slot 0 \(position 4\) is not a distribution with draft 1"),
+    ("sum", r"^head's q row for slot 0 \(position 4\) is not a distribution"),
+    ("late", r"^head's q row for slot 1 \(position 5\) is not a distribution with draft 1"),
+    ("over", r"^head's q row for slot 0 \(position 4\) is not a distribution"),
+])
+def test_a_head_with_bad_q_rows_is_a_head_contract_error(how, message):
+    """q of the wrong shape (columns, too few rows, not 2-D), q not a distribution, or a draft
+    q says is impossible: a HeadContractError naming the shape or slot and the position (the
+    first draft's, 4, after a 3-token prompt), with committed == emitted."""
     base = ToyBase()
-    with pytest.raises(HeadContractError, match="position") as info:
+    with pytest.raises(HeadContractError, match=message) as info:
         onebit.run(base, _BadQHead(how), PROMPT, max_tokens=10, k=3, sampling=Sampling(1.0),
                    seed=0)
+    assert info.value.pos == (5 if how == "late" else 4)
     assert base.committed == PROMPT + info.value.emitted
+
+
+def test_a_q_row_off_by_exactly_the_tolerance_is_a_distribution():
+    """A q row summing to 1 + Q_SUM_TOLERANCE (exact in float64) is accepted; twice that is
+    refused (the case above)."""
+    assert float(np.full(64, 1 / 64).sum() + Q_SUM_TOLERANCE) - 1.0 == Q_SUM_TOLERANCE
+    result = onebit.run(ToyBase(), _BadQHead("edge"), PROMPT, max_tokens=10, k=3,
+                        sampling=Sampling(1.0), seed=0)
+    assert len(result.tokens) == 10
+
+
+def test_q_rows_are_read_as_float64_whatever_array_holds_them():
+    """A head may hand q as an object array of Python floats: the loop reads it as float64,
+    so the run is the one a float64 q gives (same seed, same text and stats)."""
+
+    class ObjectQ:
+        def __init__(self, base):
+            self.inner = sampling_head(base, "model")
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def propose(self, *args):
+            drafts = self.inner.propose(*args)
+            return Drafts(drafts.tokens, drafts.q.astype(object))
+
+    runs = []
+    for make in (lambda b: sampling_head(b, "model"), ObjectQ):
+        base = ToyBase()
+        runs.append(onebit.run(base, make(base), PROMPT, max_tokens=20, k=3,
+                               sampling=Sampling(1.0, top_k=8), seed=5))
+    assert runs[0].tokens == runs[1].tokens and runs[0].stats == runs[1].stats
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -158,3 +213,117 @@ def test_choose_greedy_and_sampled():
     draws = {choose(logits, s, rng)[0] for rng in [SeededRng(i) for i in range(40)]}
     assert draws == {1, 2}
     np.testing.assert_array_equal(choose(logits, s, SeededRng(0))[1], onebit.warp(logits, s))
+
+
+@pytest.mark.parametrize(("flavour", "rows", "k", "most"), [
+    ("one-pass", 8, 2, 2), ("two-pass", 8, 2, 2),  # k is the limit
+    ("one-pass", 2, 4, 1), ("two-pass", 2, 4, 2),  # the batch rows are (t1 rides in one pass)
+    ("two-pass", 8, 1, 1),
+])
+def test_a_sampled_round_asks_the_head_as_a_greedy_one_does(flavour, rows, k, most):
+    """Over a 20-token sampled run, the head is asked for between 1 and `most` drafts (never 0:
+    a round with no room does not ask), reaching `most`; it is handed t1 (the token at the
+    position it is asked about) and, in two passes, the base's hidden row after t1; and the
+    base never gets a batch over its row limit."""
+    base = ToyBase(vocab_size=16, max_batch_rows=rows)
+    head = sampling_head(base, "same", flavour)
+    calls = []
+    propose = head.propose
+
+    def recording(token, pos, room, hidden):
+        calls.append((token, pos, room, hidden))
+        return propose(token, pos, room, hidden)
+
+    head.propose = recording
+    result = onebit.run(base, head, PROMPT, max_tokens=20, k=k, sampling=Sampling(1.0), seed=3)
+    text = PROMPT + result.tokens
+    assert min(c[2] for c in calls) >= 1 and max(c[2] for c in calls) == most
+    assert all(token == text[pos] for token, pos, _, _ in calls)
+    if flavour == "two-pass":
+        assert all(h is not None and h.shape == (base.config.hidden,) for *_, h in calls)
+    assert not base.over and result.stats.proposed > 0
+
+
+def test_forget_traces_makes_the_next_check_enumerate_afresh():
+    """S1 and S4 share one enumeration per (loop, scenario) until forget_traces(), which a
+    SamplingContract class calls before its tests (a forked test process must not reuse the
+    traces of the code it was forked from)."""
+    from pytest_onebit.sampling_contract import SamplingScenario, forget_traces, trace_of
+
+    s = SamplingScenario("one-pass", "same", k=1, max_tokens=2)
+    first = trace_of(onebit.run, s)
+    assert trace_of(onebit.run, s) is first
+    forget_traces()
+    again = trace_of(onebit.run, s)
+    assert again is not first and again.speculative.probs == first.speculative.probs
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize(("k", "rows", "tokens"), [(4, 8, 10), (3, 2, 17), (1, 8, 9)])
+def test_when_every_draft_is_accepted_the_rounds_are_the_greedy_ones(flavour, k, rows, tokens):
+    """With q = p every draft is accepted (min(1, p/q) = 1), so a sampled run has the round
+    structure of a greedy run with a perfect head: the same rounds, steps, batches, batch
+    rows, drafts proposed and accepted, whatever k, the row limit and the budget allow."""
+    base = ToyBase(vocab_size=16, max_batch_rows=rows)
+    sampled = onebit.run(base, sampling_head(base, "same", flavour), PROMPT, max_tokens=tokens,
+                         k=k, sampling=Sampling(1.0), seed=3)
+    oracle = Oracle.from_greedy(ToyBase(vocab_size=16), PROMPT, 40)
+    greedy = onebit.run(ToyBase(vocab_size=16, max_batch_rows=rows),
+                        perfect_head(oracle, flavour), PROMPT, max_tokens=tokens, k=k)
+    assert sampled.stats == greedy.stats and sampled.stats.accepted > 0
+
+
+class NanAfter(ToyBase):
+    """A toy whose steps return a NaN logit once they score position `bad` or later; records
+    the position the first poisoned step scores."""
+
+    def __init__(self, bad: int, **config) -> None:
+        super().__init__(**config)
+        self.bad, self.poisoned = bad, None
+
+    def step(self, token, pos):
+        logits = super().step(token, pos)
+        if pos + 1 >= self.bad:
+            self.poisoned = self.poisoned or pos + 1
+            logits = logits.copy()
+            logits[2] = np.nan
+        return logits
+
+
+@pytest.mark.parametrize("drafting", [True, False])
+def test_a_two_pass_round_names_the_position_its_step_scores(drafting):
+    """In a sampled two-pass round, NaN scores from the step of t1 are a BaseContractError
+    naming the position they score, whether they judge d0 (a head that drafts) or give the next
+    token (a head that proposes nothing)."""
+    base = NanAfter(9, vocab_size=16)
+    head = sampling_head(base, "same", "two-pass")
+    if not drafting:
+        head.propose = lambda token, pos, k, hidden: []
+    with pytest.raises(BaseContractError) as info:
+        onebit.run(base, head, PROMPT, max_tokens=30, k=2, sampling=Sampling(1.0), seed=3)
+    assert base.poisoned is not None and base.poisoned >= 9
+    assert str(info.value).endswith(f"non-finite logits scoring position {base.poisoned}")
+    assert info.value.pos == base.poisoned
+
+
+def test_a_rejection_with_no_residual_mass_draws_from_p():
+    """q may sum to 1 within the loop's tolerance: with p = (0.5, 0.5) and q = (0.5 + 1e-9,
+    0.5) draft 0 can be rejected while max(0, p - q) is all zero. The replacement is then drawn
+    from p itself (the rejection had probability ~2e-9), never from a 0/0 row."""
+    from onebit.loop import _judge
+
+    class Rejects:
+        def accept(self, prob):
+            self.prob = prob
+            return False
+
+        def choice(self, probs):
+            self.row = np.asarray(probs)
+            return int(np.argmax(probs))
+
+    rng = Rejects()
+    p = np.array([0.5, 0.5])
+    assert _judge(p, np.array([0.5 + 1e-9, 0.5]), 0, rng) == 0
+    assert rng.prob < 1 and rng.row.tolist() == [0.5, 0.5]
+    assert _judge(np.array([0.7, 0.3]), np.array([0.2, 0.8]), 1, rng) == 0
+    assert rng.prob == 0.3 / 0.8 and rng.row.tolist() == [1.0, 0.0]  # the residual, normalised

@@ -66,11 +66,23 @@ def test_a_tiny_temperature_does_not_overflow():
     ({"temperature": -1.0}, "temperature"), ({"temperature": float("nan")}, "temperature"),
     ({"temperature": True}, "temperature"), ({"top_k": -1}, "top_k"), ({"top_k": 1.5}, "top_k"),
     ({"top_p": 0.0}, "top_p"), ({"top_p": 1.5}, "top_p"),
+    ({"top_k": True}, "top_k"), ({"top_k": "2"}, "top_k"), ({"top_p": True}, "top_p"),
+    ({"top_p": "0.5"}, "top_p"),
 ])
 def test_bad_sampling_is_a_value_error_naming_the_knob(knobs, message):
-    """Each bad knob raises ValueError naming it and the value."""
-    with pytest.raises(ValueError, match=message):
+    """Each bad knob raises ValueError naming it and the value: `Sampling.<knob> must be ...,
+    got <value>` (a bool is no number here, a string is no number at all)."""
+    (knob, value), = knobs.items()
+    with pytest.raises(ValueError, match=rf"^Sampling\.{message} must be .*, got {value!r}$"):
         Sampling(**knobs)
+
+
+def test_knobs_are_stored_as_plain_python_numbers():
+    """Sampling(1, np.int64(2), 1) keeps temperature 1.0 and top_p 1.0 as floats and top_k 2
+    as an int, so two equal samplings compare and hash equal however they were spelled."""
+    s = Sampling(1, top_k=np.int64(2), top_p=1)
+    assert (type(s.temperature), type(s.top_k), type(s.top_p)) == (float, int, float)
+    assert s == Sampling(1.0, 2, 1.0) and hash(s) == hash(Sampling(1.0, 2, 1.0))
 
 
 @pytest.mark.parametrize("logits", [np.array([]), np.zeros((2, 2)), np.array([0.0, np.nan])])
@@ -95,3 +107,26 @@ def test_warp_is_a_distribution_over_the_best_tokens(scores, temperature, top_k,
         assert len(kept) <= top_k
     rank = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
     assert set(rank[: len(kept)]) == kept
+
+
+def test_ties_rank_by_id_in_a_large_vocabulary():
+    """With 40 tokens scoring the same (past the size where numpy's default sort is an
+    insertion sort), top-k 5 keeps exactly tokens 0..4, each 1/5."""
+    p = warp(np.zeros(40), Sampling(1.0, top_k=5))
+    assert np.flatnonzero(p).tolist() == [0, 1, 2, 3, 4] and p[0] == 0.2
+    scores = np.tile([1.0, 3.0, 2.0, 3.0], 10)  # 3.0 at 1, 3, 5, ...: keep the lowest ids
+    assert np.flatnonzero(warp(scores, Sampling(1.0, top_k=7))).tolist() == [1, 3, 5, 7, 9, 11, 13]
+
+
+def test_warp_is_quiet_under_strict_floating_point_errors():
+    """Overflow (a gap of 2 at temperature 1e-308) and underflow (exp(-800)) are expected in
+    the warp and stay silent even under np.errstate(all="raise"): one-hot answers, no error."""
+    with np.errstate(all="raise"):
+        assert warp(np.array([0.0, -2.0]), Sampling(1e-308)).tolist() == [1.0, 0.0]
+        assert warp(np.array([0.0, -800.0]), Sampling(1.0)).tolist() == [1.0, 0.0]
+
+
+def test_a_non_finite_logit_is_named_by_token_and_value():
+    """The first non-finite logit is named: its token id and its value."""
+    with pytest.raises(ValueError, match=r"^warp got a non-finite logit at token 2: inf$"):
+        warp(np.array([0.0, 1.0, np.inf, np.nan]), Sampling())

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import onebit
-from onebit import BaseContractError, ContractError, HeadContractError
+from onebit import BaseContractError, ContractError, HeadContractError, PartError
 from pytest_onebit import Oracle, ToyBase, half_head, perfect_head
 
 PROMPT = [3, 1, 4, 1, 5]
@@ -319,3 +319,96 @@ def test_greedy_stats_and_stop():
     assert result.stopped is False
     stopped = onebit.greedy(ToyBase(), PROMPT, max_tokens=12, on_token=lambda t: False)
     assert stopped.stopped is True and len(stopped.tokens) == 1
+
+
+@pytest.mark.parametrize("flavour", ["one-pass", "two-pass"])
+def test_a_part_raising_is_a_part_error_with_culprit_position_and_emitted(flavour):
+    """A base whose verify raises mid-run: a PartError whose message names the call and the
+    original, culprit "base", pos the next position the run would emit (prompt + emitted),
+    emitted what the consumer saw, and the original as __cause__."""
+    oracle = Oracle.from_greedy(ToyBase(), PROMPT, 60)
+    base = FaultyBase("verify", 3, "raise")
+    seen, on_token = consume()
+    with pytest.raises(PartError) as info:
+        onebit.run(base, half_head(oracle, flavour), PROMPT, max_tokens=40, k=4,
+                   on_token=on_token)
+    error = info.value
+    assert str(error) == "base.verify() raised RuntimeError: device lost during verify"
+    assert (error.culprit, error.pos, error.emitted) == ("base", len(PROMPT) + len(seen), seen)
+    assert isinstance(error.__cause__, RuntimeError) and seen
+
+
+def test_an_interrupt_keeps_its_type_and_carries_what_was_emitted():
+    """A KeyboardInterrupt from the consumer is not wrapped; it gets .emitted, a copy of the
+    tokens emitted (the one it interrupted included)."""
+    seen = []
+
+    def on_token(token):
+        seen.append(token)
+        if len(seen) == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        onebit.greedy(ToyBase(), PROMPT, max_tokens=20, on_token=on_token)
+    assert info.value.emitted == seen and len(seen) == 6
+
+
+def test_an_exception_that_takes_no_attributes_passes_through_unchanged():
+    """A BaseException whose `emitted` cannot be set (a read-only property) is re-raised as it
+    is: the loop does not replace it with an AttributeError of its own."""
+
+    class Halt(BaseException):
+        emitted = property(lambda self: "its own")
+
+    def on_token(token):
+        raise Halt
+
+    with pytest.raises(Halt) as info:
+        onebit.greedy(ToyBase(), PROMPT, max_tokens=5, on_token=on_token)
+    assert info.value.emitted == "its own"
+
+
+def test_a_fault_of_the_loop_itself_is_a_part_error_blaming_the_loop():
+    """What the loop raises of its own (not a DecodeError) is settled as a PartError: culprit
+    "loop", the type and message of the original, the position, and a copy of emitted."""
+    from onebit.loop import _settled
+
+    emitted = [7, 8]
+    settled = _settled(ValueError("bad row"), emitted, 9)
+    assert isinstance(settled, PartError)
+    assert str(settled) == "the loop raised ValueError: bad row"
+    assert (settled.culprit, settled.pos, settled.emitted) == ("loop", 9, [7, 8])
+    assert settled.emitted is not emitted
+    own = BaseContractError("scores", pos=4)
+    assert _settled(own, emitted, 9) is own and (own.pos, own.emitted) == (4, [7, 8])
+
+
+@pytest.mark.parametrize(("answer", "shown"), [
+    (7, "int 7"),
+    (np.arange(40).reshape(4, 10),
+     "ndarray array([[ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [10, 11, 12, 13, ..."),
+    ("a" * 58, "str '" + "a" * 58 + "'"),  # a repr of 60 characters is shown whole
+    ("a" * 59, "str '" + "a" * 56 + "..."),  # 61 are cut to 57 and "..."
+])
+def test_a_head_answer_that_is_no_list_is_shown_on_one_short_line(answer, shown):
+    """A head whose propose returns an int, a 2-D array or a string: HeadContractError showing
+    the value on one line, cut when longer than 60 characters, and the position it was
+    drafting for."""
+
+    class Answers:
+        def needs_last_hidden(self):
+            return False
+
+        def reset(self):
+            pass
+
+        def propose(self, token, pos, k, hidden):
+            return answer
+
+        def commit_rows(self, tokens, rows, count):
+            pass
+
+    with pytest.raises(HeadContractError) as info:
+        onebit.run(ToyBase(), Answers(), PROMPT, max_tokens=5, k=3)
+    assert str(info.value) == (f"head.propose returned {shown} for position {len(PROMPT) + 1};"
+                               " expected a list of token ids")
