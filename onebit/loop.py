@@ -33,16 +33,19 @@ OnToken = Callable[[int], "bool | None"]
 
 @dataclass(slots=True)
 class RunStats:
-    """What a run cost, in base passes. Decode only: prefill is counted apart."""
+    """What a run cost, in base passes. Decode only: the prefill is counted apart, in the
+    `prefill_*` fields, and no decode field or rate includes it."""
 
     rounds: int = 0  # t1 tokens consumed (one per round)
     steps: int = 0  # base.step() calls after prefill
-    batches: int = 0  # base.verify() calls
+    batches: int = 0  # base.verify() calls after prefill
     batch_rows: int = 0  # rows in those batches, all together
     proposed: int = 0  # drafts the loop took from the head (after cutting to the room)
     accepted: int = 0  # drafts emitted
     emitted: int = 0  # tokens emitted
-    prefill_steps: int = 0
+    prefill_steps: int = 0  # prompt tokens stepped (greedy(): all; run(): see prefill())
+    prefill_batches: int = 0  # base.verify() calls that ran prompt tokens
+    prefill_rows: int = 0  # prompt tokens in those batches
     drafts_asked: int = 0  # calls to head.propose
     fallback_round: int | None = None  # the round after which the run fell back to plain steps
     fallback_emitted: int | None = None  # tokens emitted when it did
@@ -51,6 +54,11 @@ class RunStats:
     def passes(self) -> int:
         """Decode passes of the base: steps plus batches."""
         return self.steps + self.batches
+
+    @property
+    def prefill_passes(self) -> int:
+        """Passes of the base over the prompt: prefill steps plus prefill batches."""
+        return self.prefill_steps + self.prefill_batches
 
     @property
     def passes_per_token(self) -> float:
@@ -219,15 +227,41 @@ def _settled(error: BaseException, emitted: list[int], pos: int) -> BaseExceptio
     return wrapped
 
 
-def _prompt_rows(rows: list[np.ndarray]) -> np.ndarray:
-    """The prompt's hidden rows as one `[P, H]` array; rows of different shapes (or not
-    1-D) are the base's contract error, naming the first position that differs."""
-    for pos, row in enumerate(rows):
-        if row.ndim != 1 or row.shape != rows[0].shape:
+def _prompt_rows(chunks: list[np.ndarray]) -> np.ndarray:
+    """The prompt's hidden rows, given as `[n, H]` chunks in prompt order, as one `[P, H]`
+    array; a chunk whose rows differ in shape from position 0's is the base's contract error,
+    naming the first position of that chunk."""
+    pos = 0
+    for chunk in chunks:
+        if chunk.ndim != 2 or chunk.shape[1:] != chunks[0].shape[1:]:
             raise BaseContractError(
-                f"base.last_hidden() after prompt position {pos} has shape {row.shape}; "
-                f"expected a 1-D row like position 0's {rows[0].shape}", pos=pos)
-    return np.stack(rows)
+                f"base's hidden rows for prompt position {pos} have shape {chunk.shape[1:]}; "
+                f"expected 1-D rows like position 0's {chunks[0].shape[1:]}", pos=pos)
+        pos += chunk.shape[0]
+    return np.concatenate(chunks)
+
+
+def _committed_rows(rows: object, count: int, pos: int) -> np.ndarray:
+    """`base.last_hidden_rows()` after committing `count` rows at `pos`, checked to hold
+    them: two-dimensional, at least `count` rows (it may hold the whole batch)."""
+    rows = np.asarray(rows)
+    if rows.ndim != 2 or rows.shape[0] < count:
+        raise BaseContractError(
+            f"base.last_hidden_rows() has shape {rows.shape} after committing {count} rows; "
+            f"it must have at least {count} rows (positions {pos}..{pos + count - 1})",
+            pos=pos + (rows.shape[0] if rows.ndim == 2 else 0),
+        )
+    return rows
+
+
+def _rows_limit(value: object, name: str) -> int:
+    """A base's row limit (`max_batch_rows()`, `max_prefill_rows()`): an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise BaseContractError(f"base.{name}() returned {_short(value)}; expected an "
+                                "integer >= 1")
+    if value < 1:
+        raise BaseContractError(f"base.{name}() is {value}; it must be >= 1")
+    return int(value)
 
 
 def _short(value: object) -> str:
@@ -307,10 +341,8 @@ class _Decode:
 
     def run(self) -> RunResult:
         try:
-            t1, pos = self.prefill()
-            max_rows = operator.index(self.base.max_batch_rows())
-            if max_rows < 1:
-                raise BaseContractError(f"base.max_batch_rows() is {max_rows}; it must be >= 1")
+            max_rows = _rows_limit(self.base.max_batch_rows(), "max_batch_rows")
+            t1, pos = self.prefill(self.prefill_width(max_rows))
             two_pass = self.head is not None and bool(self.head.needs_last_hidden())
             while self.budget_left() > 0 and not self.result.stopped:
                 self.stats.rounds += 1
@@ -348,27 +380,61 @@ class _Decode:
             step_seconds=watch.step_seconds)
         return watch.losing_round(emitted=s.emitted - emitted, cost=cost)
 
-    def prefill(self) -> tuple[int, int]:
-        """Step every prompt token; the head gets all their rows. Returns (t1, its position)."""
-        started = time.perf_counter()
+    def prefill_width(self, max_rows: int) -> int:
+        """The most prompt tokens one prefill batch takes: the base's `max_prefill_rows()`
+        when it declares one, else `max_batch_rows()` (docs/contract.md, Prefill)."""
+        inner = self.base._part  # type: ignore[union-attr]  # a miss is no fault: optional
+        if not callable(getattr(inner, "max_prefill_rows", None)):
+            return max_rows
+        return _rows_limit(self.base.max_prefill_rows(), "max_prefill_rows")
+
+    def prefill(self, width: int) -> tuple[int, int]:
+        """Run the prompt through the base in batches of up to `width` tokens, each committed
+        whole; the head gets every prompt row, in order, in one `commit_rows`. With a measured
+        fallback the last prompt token is stepped instead, and that step's time is the unit
+        rounds are charged in. Returns (t1, its position)."""
         self.base.reset()
         if self.head is not None:
             self.head.reset()
             _tell_sampling(self.head, self.sampling, self.rng)
-        rows = []
-        for pos, token in enumerate(self.prompt):
-            logits = self.base.step(token, pos)
+        timed = self.fallback is not None and self.fallback.measured
+        batched = len(self.prompt) - timed
+        chunks: list[np.ndarray] = []
+        for pos in range(0, batched, width):
+            logits = self.prefill_batch(self.prompt[pos : min(pos + width, batched)], pos,
+                                        chunks)
+        step_seconds = 0.0
+        if timed:
+            started = time.perf_counter()
+            logits = self.base.step(self.prompt[-1], batched)
+            step_seconds = time.perf_counter() - started
+            self.stats.prefill_steps += 1
             if self.head is not None:
-                rows.append(np.asarray(self.base.last_hidden()))
-        self.stats.prefill_steps = len(self.prompt)
-        # the mean step time (from the prefill) is what a measured fallback charges against
-        step_seconds = (time.perf_counter() - started) / len(self.prompt)
+                chunks.append(np.asarray(self.base.last_hidden())[None, :])
         if self.fallback is not None:
             self.watch = FallbackWatch(self.fallback, step_seconds)
         if self.head is not None:
-            self.head.commit_rows(self.prompt, _prompt_rows(rows), len(self.prompt))
+            self.head.commit_rows(self.prompt, _prompt_rows(chunks), len(self.prompt))
         pos = len(self.prompt)
         return self.pick(logits, pos), pos
+
+    def prefill_batch(self, tokens: list[int], pos: int, chunks: list[np.ndarray]) -> np.ndarray:
+        """One prefill batch at `pos`, committed whole; its hidden rows go to `chunks` when
+        there is a head. Returns the scores of its last row. Bad logits: the batch is dropped
+        (what earlier batches committed stays) and the error names the position."""
+        logits = self.base.verify(tokens, pos)
+        self.stats.prefill_batches += 1
+        self.stats.prefill_rows += len(tokens)
+        try:
+            rows = _check_rows(logits, len(tokens), self.vocab, pos)
+        except BaseContractError:
+            self.base.commit_verify(0)
+            raise
+        self.base.commit_verify(len(tokens))
+        if self.head is not None:
+            hidden = _committed_rows(self.base.last_hidden_rows(), len(tokens), pos)
+            chunks.append(hidden[: len(tokens)])
+        return rows[-1]
 
     def pick(self, logits: np.ndarray, pos: int) -> int:
         """The next token from the base's scores for `pos`: the argmax (greedy)."""
@@ -455,12 +521,8 @@ class _Decode:
         finally:
             self.base.commit_verify(count)
             if self.head is not None:
-                rows = np.asarray(self.base.last_hidden_rows())
-                if rows.ndim != 2 or rows.shape[0] < count:
-                    raise BaseContractError(
-                        f"base.last_hidden_rows() has shape {rows.shape} after committing "
-                        f"{count} rows; it must have at least {count} rows",
-                    )
+                first = len(self.prompt) + len(self.tokens) - count  # the batch's position
+                rows = _committed_rows(self.base.last_hidden_rows(), count, first)
                 self.head.commit_rows(tokens, rows, count)
         return count
 

@@ -1,6 +1,6 @@
-"""The base-model contract: what `onebit.BaseModel` promises, as named checks B1..B6.
+"""The base-model contract: what `onebit.BaseModel` promises, as named checks B1..B7.
 
-The loop's checks (I1..I12) hold a loop to the protocol on a toy base. These hold the other
+The loop's checks (I1..I13) hold a loop to the protocol on a toy base. These hold the other
 side, a base model (the toy, the NumPy forward, a user's NPU or GPU forward), to what a loop
 relies on. The truth is always *stepping*: a fresh base from the factory steps a fixed token
 *script* one token at a time and records, per position, the step's logits, `last_hidden()` and
@@ -174,6 +174,18 @@ class Subject:
         return int(self.probe.max_batch_rows())
 
     @property
+    def prefill_rows(self) -> int:
+        """The widest prefill batch: `max_prefill_rows()` where the base declares it, else
+        `max_batch_rows()` (the loop's rule, docs/contract.md)."""
+        declared = getattr(self.probe, "max_prefill_rows", None)
+        return int(declared()) if callable(declared) else self.max_rows
+
+    @property
+    def widest(self) -> int:
+        """The most rows one verify may take, prefill or decode."""
+        return max(self.max_rows, self.prefill_rows)
+
+    @property
     def truth(self) -> Stepped:
         if self._truth is None:
             self._truth = self._step_script()
@@ -181,7 +193,7 @@ class Subject:
 
     def _step_script(self) -> Stepped:
         s = self.settings
-        length = max(s.script_length, max(s.positions) + self.max_rows + 8)
+        length = max(s.script_length, max(s.positions) + self.widest + 8)
         rng = np.random.default_rng(s.seed)
         truth = Stepped([int(t) for t in rng.integers(0, self.vocab, size=length)])
         base = self._make()
@@ -423,17 +435,19 @@ def check_reset(s: Subject) -> None:
 
 @base_check("B5-refusals")
 def check_refusals(s: Subject) -> None:
-    """B5: a verify wider than max_batch_rows(), a step or verify at a position other than the
+    """B5: a verify wider than max_batch_rows() (or max_prefill_rows() where that is wider), a
+    step or verify at a position other than the
     committed length, an empty verify, a commit_verify with no batch pending (none yet, twice,
     after a step, after a reset) or of more rows than the batch, are refused with a ValueError
     or onebit.ContractError whose message names the value at fault (row count, position, n),
     and the committed state is unchanged: the next step is stepping's."""
     __tracebackhide__ = True
     base = s.fresh()
-    script, rows = s.truth.script, s.max_rows
+    script, rows, widest = s.truth.script, s.max_rows, s.widest
     s.step_to(base, 3)
-    refused(lambda: base.verify(script[3 : 4 + rows], 3),
-            f"verify of {rows + 1} rows (max_batch_rows() = {rows})", rows + 1)
+    wider = f", max_prefill_rows() = {s.prefill_rows}" if s.prefill_rows > rows else ""
+    refused(lambda: base.verify(script[3 : 4 + widest], 3),
+            f"verify of {widest + 1} rows (max_batch_rows() = {rows}{wider})", widest + 1)
     refused(lambda: base.step(script[3], 4), "step at 4 with 3 committed", 4)
     refused(lambda: base.step(script[3], 2), "step at 2 with 3 committed", 2)
     refused(lambda: base.verify(script[3:4], 4), "verify at 4 with 3 committed", 4)
@@ -482,3 +496,21 @@ def check_determinism(s: Subject) -> None:
                 s.batch(base, length, op[1], op[2])
                 s.observe(base, length + op[2], where, kept=op[2])
         length += 1 if op[0] == "step" else op[2]
+
+
+@base_check("B7-prefill-rows")
+def check_prefill_rows(s: Subject) -> None:
+    """B7: where a base declares max_prefill_rows() wider than max_batch_rows(), a verify of
+    every width past max_batch_rows() up to it, committed whole (as the loop's prefill does),
+    at every position of the settings, equals stepping: every row's logits, last_hidden(),
+    last_hidden_rows(), the taps, and the next step. (Narrower widths are B1's.)"""
+    __tracebackhide__ = True
+    base = s.fresh()
+    for pos in s.settings.positions:
+        for rows in range(s.max_rows + 1, s.prefill_rows + 1):
+            base.reset()
+            s.step_to(base, pos)
+            s.batch(base, pos, rows, rows)
+            where = f"a prefill batch of {rows} rows at {pos}, all committed"
+            s.observe(base, pos + rows, where, kept=rows)
+            s.step(base, pos + rows, where=where)

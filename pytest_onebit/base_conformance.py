@@ -2,11 +2,11 @@
 
     pytest --pyargs pytest_onebit.base_conformance --onebit-base=my_package.models:make_base
 
-holds the bases `make_base()` returns to checks B1..B6 (docs/base-contract.md).
+holds the bases `make_base()` returns to checks B1..B7 (docs/base-contract.md).
 """
 
 from pytest_onebit.base_suite import BaseContract
 
 
 class TestBase(BaseContract):
-    """B1..B6 on the factory --onebit-base names (default: the strict toy base)."""
+    """B1..B7 on the factory --onebit-base names (default: the strict toy base)."""

@@ -46,7 +46,7 @@ def _make_test(check: BaseCheck):
 
 
 class BaseContract:
-    """Checks B1..B6 of docs/base-contract.md, one test method per named check."""
+    """Checks B1..B7 of docs/base-contract.md, one test method per named check."""
 
     base_settings: BaseSettings = BaseSettings()
     #: check name -> why it is expected to fail (an unknown name is an error at class creation)

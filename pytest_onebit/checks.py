@@ -1,4 +1,4 @@
-"""The loop's invariants I1..I12 as named checks.
+"""The loop's invariants I1..I13 as named checks.
 
 Each check reads one `Trace` (what a loop did on one scenario, next to plain decode) and raises
 `AssertionError` saying what broke. Its name is stable (it is in every test id and in the
@@ -94,15 +94,13 @@ def check_positions(t: Trace) -> None:
 
 @check("I4-batch-bound")
 def check_batch_bound(t: Trace) -> None:
-    """I4: no verify batch is larger than max_batch_rows()."""
+    """I4: no verify batch after the prompt is larger than max_batch_rows(), and no prefill
+    batch larger than the base's prefill width (max_prefill_rows(), else max_batch_rows())."""
     __tracebackhide__ = True
     t.tokens  # noqa: B018 - a loop that raised fails here first
-    widest = max((rows for kind, _, rows in t.base.calls if kind == "verify"), default=0)
-    if t.base.over:
-        raise AssertionError(
-            f"{t.base.over} verify batch(es) exceeded max_batch_rows() = "
-            f"{t.scenario.max_batch_rows}; the widest had {widest} rows"
-        )
+    wide = t.base.too_wide(len(t.prompt))
+    if wide:
+        raise AssertionError(f"{len(wide)} verify batch(es) too wide; first: {wide[0]}")
 
 
 def _rows_the_head_must_see(t: Trace) -> list[int]:
@@ -164,7 +162,7 @@ def check_pass_law_perfect(t: Trace) -> None:
     drafts than asked costs the same, once the loop cuts them."""
     __tracebackhide__ = True
     s = t.scenario
-    assert_pass_law(steps=t.decode_steps, batches=t.base.batches, emitted=len(t.tokens),
+    assert_pass_law(steps=t.decode_steps, batches=t.decode_batches, emitted=len(t.tokens),
                     k=s.k, max_batch_rows=s.max_batch_rows, two_pass=s.two_pass)
 
 
@@ -175,7 +173,7 @@ def check_pass_law_garbage(t: Trace) -> None:
     proposes nothing, plain steps only."""
     __tracebackhide__ = True
     s = t.scenario
-    assert_pass_law(steps=t.decode_steps, batches=t.base.batches, emitted=len(t.tokens),
+    assert_pass_law(steps=t.decode_steps, batches=t.decode_batches, emitted=len(t.tokens),
                     k=s.k, max_batch_rows=s.max_batch_rows, two_pass=s.two_pass, head=s.head)
 
 
@@ -227,9 +225,10 @@ def check_degenerate_base(t: Trace) -> None:
     every committed row still reaches the head."""
     __tracebackhide__ = True
     expected = _rows_the_head_must_see(t)  # (a loop that raised fails here first)
-    if not t.scenario.two_pass and t.base.batches:
+    if not t.scenario.two_pass and t.decode_batches:
         raise AssertionError(
-            f"the one-pass loop ran {t.base.batches} batch(es) on a base of max_batch_rows() = 1"
+            f"the one-pass loop ran {t.decode_batches} batch(es) after the prompt on a base of "
+            "max_batch_rows() = 1"
         )
     assert t.head is not None
     assert_tokens_equal(t.head.committed_tokens, expected,
@@ -238,12 +237,13 @@ def check_degenerate_base(t: Trace) -> None:
 
 @check("I12-stats")
 def check_stats(t: Trace) -> None:
-    """I12: stats agree with what the base counted: steps and batches (decode only), rounds,
-    drafts proposed and accepted, passes per token."""
+    """I12: stats agree with what the base counted: steps and batches (decode only: the
+    prefill is counted apart), rounds, drafts proposed and accepted, passes per token; and the
+    prefill's own counts where the stats have them."""
     __tracebackhide__ = True
     tokens = t.tokens
     n = len(tokens)
-    steps, batches = t.decode_steps, t.base.batches
+    steps, batches = t.decode_steps, t.decode_batches
     proposed = sum(min(len(p.drafts), p.k) for p in t.head.proposals) if t.head else 0
     if t.scenario.two_pass:
         rounds, accepted = steps, n - steps
@@ -256,15 +256,46 @@ def check_stats(t: Trace) -> None:
         wrong = ", ".join(f"{k} = {actual[k]} (counted {v})"
                           for k, v in expected.items() if actual[k] != v)
         raise AssertionError(f"stats disagree with the base and head: {wrong}")
-    rows = t.optional_stat("batch_rows")  # optional in the contract; right if present
-    if rows is not None and rows != t.base.batch_rows:
-        raise AssertionError(f"stats.batch_rows = {rows}, the base verified "
-                             f"{t.base.batch_rows} rows")
+    _check_optional_counts(t)
     want_ppt = (steps + batches) / n if n else 0.0
     ppt = t.stat("passes_per_token")
     if not isinstance(ppt, int | float) or abs(ppt - want_ppt) > 1e-12:
         raise AssertionError(f"stats.passes_per_token = {ppt!r}, "
                              f"counted {want_ppt}")
+
+
+def _check_optional_counts(t: Trace) -> None:
+    """The counts the contract makes optional (batch_rows and the prefill's), right where
+    the stats have them."""
+    __tracebackhide__ = True
+    prefill = t.prefill_calls
+    counted = {
+        "batch_rows": t.decode_batch_rows,
+        "prefill_steps": sum(kind == "step" for kind, _, _ in prefill),
+        "prefill_batches": sum(kind == "verify" for kind, _, _ in prefill),
+        "prefill_rows": sum(rows for kind, _, rows in prefill if kind == "verify"),
+    }
+    for name, want in counted.items():
+        got = t.optional_stat(name)
+        if got is not None and got != want:
+            raise AssertionError(f"stats.{name} = {got}, the base counted {want}")
+
+
+@check("I13-prefill")
+def check_prefill(t: Trace) -> None:
+    """I13: the prompt goes through the base first, in batches: ceil(P / W) verifies of W
+    rows at positions 0, W, 2W, ... (the last one the rest), W the base's prefill width
+    (max_prefill_rows(), else max_batch_rows()), before any pass after the prompt."""
+    __tracebackhide__ = True
+    t.tokens  # noqa: B018 - a loop that raised fails here first
+    p, w = len(t.prompt), t.scenario.prefill_width
+    expected = [("verify", pos, min(w, p - pos)) for pos in range(0, p, w)]
+    first = t.base.calls[: len(expected)]
+    if first != expected:
+        got = ", ".join(f"{kind}({rows}) at {pos}" for kind, pos, rows in first) or "nothing"
+        want = ", ".join(f"verify({rows}) at {pos}" for _, pos, rows in expected)
+        raise AssertionError(f"the prefill of {p} prompt tokens (prefill width {w}) should be "
+                             f"{want}; the base saw {got}")
 
 
 def run_check(check: Check, trace: Trace) -> None:

@@ -1,7 +1,7 @@
 """The loop's conformance contract in one import (the names tests and users have always used).
 
 The parts live in their own modules: `scenarios` (what a loop is run on), `trace` (running it
-and what it left behind), `checks` (I1..I12), `conformance` (`check_loop` and its report) and
+and what it left behind), `checks` (I1..I13), `conformance` (`check_loop` and its report) and
 `loader` (`MODULE:FUNC` specs).
 """
 

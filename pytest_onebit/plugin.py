@@ -63,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "device: needs an accelerator; skipped with the probe's reason where there is none",
     )
     config.addinivalue_line(
-        "markers", "onebit_check(name): a conformance check of docs/contract.md (I1..I12)"
+        "markers", "onebit_check(name): a conformance check of docs/contract.md (I1..I13)"
     )
     wanted = str(config.getoption("hypothesis_profile", None) or "")
     if "hypothesis" in sys.modules or wanted.startswith("onebit"):

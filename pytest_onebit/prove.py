@@ -112,7 +112,7 @@ def prove(run: RunFn, *, name: str = "onebit.run",
                 tokens = len(trace.tokens)
             except AssertionError:  # a malformed result: the checks say so, the cost cannot
                 return
-            steps, batches = trace.decode_steps, trace.base.batches
+            steps, batches = trace.decode_steps, trace.decode_batches
             costed.append(Arm(s.flavour, s.k, s.head, tokens, batches, steps,
                               (steps + batches) / tokens if tokens else 0.0))
 

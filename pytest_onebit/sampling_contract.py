@@ -163,8 +163,9 @@ def leaf_faults(scenario: SamplingScenario, base: ToyBase, head, tokens: list[in
         faults.append("the base's recurrent state differs from stepping prompt + emitted")
     if base.bad_pos or base.misuse:
         faults.append((base.misplaced or base.misuse)[0])
-    if base.over:
-        faults.append(f"a verify exceeded max_batch_rows() = {scenario.max_batch_rows}")
+    wide = base.too_wide(len(scenario.prompt))
+    if wide:
+        faults.append(f"a verify was too wide: {wide[0]}")
     if head.committed != expected:
         faults.append(f"the head was given {head.committed}, prompt + emitted is {expected}")
     if head.resets != 1:

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 DEFAULT_PROMPT = (3, 1, 4, 1, 5)
+#: a prompt longer than the toy's batches, so the prefill takes several (the last one short)
+LONG_PROMPT = (3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3,
+               8, 3, 2, 7, 9, 5, 0, 2, 8)
 FLAVOURS = ("one-pass", "two-pass")
 MAIN_HEADS = ("perfect", "garbage", "half")
 
@@ -28,10 +31,16 @@ class Scenario:
     pattern: tuple[bool, ...] = ()  # for head == "pattern"
     vocab_size: int = 64
     seed: int = 0
+    prefill_rows: int | None = None  # the base's max_prefill_rows(); None: max_batch_rows
 
     @property
     def two_pass(self) -> bool:
         return self.head is not None and self.flavour == "two-pass"
+
+    @property
+    def prefill_width(self) -> int:
+        """The most prompt tokens one prefill batch may take on this scenario's base."""
+        return self.prefill_rows or self.max_batch_rows
 
     @property
     def id(self) -> str:
@@ -42,6 +51,8 @@ class Scenario:
             parts.append(f"stop{self.stop_at}")
         if self.prompt != DEFAULT_PROMPT:
             parts.append(f"p{len(self.prompt)}")
+        if self.prefill_rows is not None:
+            parts.append(f"w{self.prefill_rows}")
         if self.pattern:
             parts.append("".join("1" if b else "0" for b in self.pattern))
         if self.seed:
@@ -52,7 +63,8 @@ class Scenario:
         from pytest_onebit.toy import ToyBase
 
         return ToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
-                       rows_shape=self.rows_shape, seed=self.seed)
+                       rows_shape=self.rows_shape, seed=self.seed,
+                       max_prefill_rows=self.prefill_rows)
 
     def make_head(self, oracle):
         from pytest_onebit.heads import HEADS, pattern_head
@@ -90,6 +102,13 @@ def _edge_scenarios(flavour: str) -> list[Scenario]:
     out += [replace(base, head="pattern", k=5, pattern=bits, max_tokens=31)
             for bits in ((True, False), (False, True, True), (True, True, False, True))]
     out.append(replace(base, prompt=(9,), seed=7, max_tokens=25))
+    # prompts as long as the prefill batch, and longer (chunks of 8, 8, 3), and a base whose
+    # prefill batch is wider (16) or narrower (2) than its verify batch (4)
+    out += [replace(base, head=h, prompt=LONG_PROMPT[:n], max_tokens=21)
+            for h in ("perfect", "half") for n in (8, 19)]
+    out += [replace(base, head="half", max_batch_rows=4, prefill_rows=w, prompt=LONG_PROMPT,
+                    max_tokens=21) for w in (2, 16)]
+    out.append(replace(base, stop_at=2, prompt=LONG_PROMPT[:9]))
     # heads that answer with fewer drafts than asked, none at all, or too many
     out += [replace(base, head=h, k=k, max_tokens=37)
             for h in ("short", "silent", "over") for k in (4, 7)]
@@ -104,6 +123,8 @@ def standard_scenarios() -> list[Scenario]:
         out += _edge_scenarios(flavour)
     out.append(Scenario(head=None, k=0))
     out.append(Scenario(head=None, k=7, max_tokens=9))
+    out.append(Scenario(head=None, k=0, prompt=LONG_PROMPT, max_batch_rows=4, prefill_rows=16,
+                        max_tokens=9))
     ids = [s.id for s in out]
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert not duplicates, f"scenario ids must be unique: {sorted(duplicates)}"

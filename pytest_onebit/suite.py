@@ -45,7 +45,7 @@ def _make_test(check: Check):
 
 
 class LoopContract:
-    """Invariants I1..I12 of docs/contract.md, one test method per named check."""
+    """Invariants I1..I13 of docs/contract.md, one test method per named check."""
 
     scenarios: Sequence[Scenario] = tuple(standard_scenarios())
     #: check name -> why it is expected to fail; each test of that check is an xfail with the

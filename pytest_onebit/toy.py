@@ -47,6 +47,7 @@ class ToyConfig:
     rows_shape: str = "prefix"
     seed: int = 0
     strict: bool = False  # refuse misuse (raise) instead of counting it
+    max_prefill_rows: int | None = None  # a wider prefill batch; None: max_batch_rows
 
     def __post_init__(self) -> None:
         if self.vocab_size < 2:
@@ -55,6 +56,9 @@ class ToyConfig:
             raise ValueError(f"toy hidden must be >= 1, got {self.hidden}")
         if self.max_batch_rows < 1:
             raise ValueError(f"toy max_batch_rows must be >= 1, got {self.max_batch_rows}")
+        if self.max_prefill_rows is not None and self.max_prefill_rows < 1:
+            raise ValueError(f"toy max_prefill_rows must be >= 1 or None, got "
+                             f"{self.max_prefill_rows}")
         if self.rows_shape not in ROWS_SHAPES:
             raise ValueError(
                 f"toy rows_shape must be one of {ROWS_SHAPES}, got {self.rows_shape!r}"
@@ -72,8 +76,10 @@ class ToyBase:
         rows_shape: str = "prefix",
         seed: int = 0,
         strict: bool = False,
+        max_prefill_rows: int | None = None,
     ) -> None:
-        self.config = ToyConfig(vocab_size, hidden, max_batch_rows, rows_shape, seed, strict)
+        self.config = ToyConfig(vocab_size, hidden, max_batch_rows, rows_shape, seed, strict,
+                                max_prefill_rows)
         rng = np.random.default_rng(seed)
         self._unembed = rng.standard_normal((vocab_size, hidden))
         self._lanes = (np.arange(1, hidden + 1, dtype=np.uint64) * np.uint64(_GOLDEN)).astype(
@@ -89,6 +95,16 @@ class ToyBase:
 
     def max_batch_rows(self) -> int:
         return self.config.max_batch_rows
+
+    def max_prefill_rows(self) -> int:
+        """The widest prefill batch: `max_prefill_rows` when configured, else the verify
+        width. A verify of up to the wider of the two is exact (it is computed row by row)."""
+        return self.config.max_prefill_rows or self.max_batch_rows()
+
+    @property
+    def widest(self) -> int:
+        """The most rows one verify takes (what strict mode enforces), prefill or not."""
+        return max(self.config.max_batch_rows, self.config.max_prefill_rows or 0)
 
     def hidden_of(self, state: int) -> np.ndarray:
         """The hidden row a state shows: `hidden` floats in [-1, 1) hashed from the state."""
@@ -163,14 +179,14 @@ class ToyBase:
         tokens = [self._check_token(t, "verify") for t in tokens]
         if not tokens:
             raise ContractError("toy base got an empty verify batch", culprit="loop", pos=pos)
-        if self.config.strict and len(tokens) > self.config.max_batch_rows:
-            raise ContractError(f"toy base: verify of {len(tokens)} rows; max_batch_rows() is "
-                                f"{self.config.max_batch_rows}", culprit="loop", pos=pos)
+        if self.config.strict and len(tokens) > self.widest:
+            raise ContractError(f"toy base: verify of {len(tokens)} rows; the widest it takes "
+                                f"is {self.widest}", culprit="loop", pos=pos)
         self._check_pos(pos, "verify")
         self.calls.append(("verify", pos, len(tokens)))
         self.batches += 1
         self.batch_rows += len(tokens)
-        if len(tokens) > self.config.max_batch_rows:
+        if len(tokens) > self.widest:
             self.over += 1
         states, rows = [], []
         state = self.state
@@ -209,6 +225,25 @@ class ToyBase:
         return self._last_rows.copy()
 
     # -- for the checks ---------------------------------------------------------------------
+
+    def passes_from(self, pos: int) -> tuple[int, int, int]:
+        """(steps, batches, batch rows) of the passes that started at `pos` or later: with
+        the prompt's length, the decode's passes, the prefill left out."""
+        calls = [(kind, rows) for kind, at, rows in self.calls if at >= pos]
+        batches = [rows for kind, rows in calls if kind == "verify"]
+        return len(calls) - len(batches), len(batches), sum(batches)
+
+    def too_wide(self, prompt_len: int) -> list[str]:
+        """The verifies wider than the loop may send: over `max_prefill_rows()` in the
+        prefill (a batch starting inside the prompt), over `max_batch_rows()` after it."""
+        out = []
+        for kind, pos, rows in self.calls:
+            prefill = pos < prompt_len
+            limit = self.max_prefill_rows() if prefill else self.max_batch_rows()
+            if kind == "verify" and rows > limit:
+                what = "max_prefill_rows()" if prefill else "max_batch_rows()"
+                out.append(f"a verify of {rows} rows at position {pos} ({what} = {limit})")
+        return out
 
     def replay(self, tokens: Sequence[int]) -> ToyBase:
         """A fresh toy of the same config with `tokens` stepped one by one from position 0."""

@@ -88,7 +88,22 @@ class Trace:
 
     @property
     def decode_steps(self) -> int:
-        return self.base.steps - len(self.scenario.prompt)
+        """Steps after the prompt (a pass at position P or later)."""
+        return self.base.passes_from(len(self.scenario.prompt))[0]
+
+    @property
+    def decode_batches(self) -> int:
+        """Verify batches after the prompt."""
+        return self.base.passes_from(len(self.scenario.prompt))[1]
+
+    @property
+    def decode_batch_rows(self) -> int:
+        return self.base.passes_from(len(self.scenario.prompt))[2]
+
+    @property
+    def prefill_calls(self) -> list[tuple[str, int, int]]:
+        """The base's passes over the prompt, (kind, position, rows), in call order."""
+        return [call for call in self.base.calls if call[1] < len(self.scenario.prompt)]
 
 
 def stopper(stop_at: int | None, seen: list[int]) -> Callable[[int], bool]:

@@ -20,7 +20,7 @@ DEFAULT_LOOP = "onebit.loop:run"
 def add_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "prove",
-        help="hold the loop to invariants I1..I12 on the toy base, then run the mutant "
+        help="hold the loop to invariants I1..I13 on the toy base, then run the mutant "
         "catalogues",
         description="Runs every conformance check of docs/contract.md on every standard "
         "scenario and prints checks passed / failed per invariant and the cost of each arm in "

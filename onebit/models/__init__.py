@@ -45,13 +45,17 @@ def load_model(
     q4nx_convention: str = "unsigned",
     unpack_per_token: bool | None = None,
     backend: str | Backend = "host",
+    max_prefill_rows: int | None = None,
 ) -> Qwen3Model:
     """Load the model in directory `path` as a `BaseModel`.
 
     `path` holds `config.json` and either `model.q4nx` (a Q4NX container) or `*.safetensors`
     (a HuggingFace checkpoint). Options:
     - `dtype`: "float32" (default) or "float64", the compute precision;
-    - `max_batch_rows`: the most rows one `verify` takes (default 8);
+    - `max_batch_rows`: the most rows one decode `verify` takes (default 8);
+    - `max_prefill_rows`: the most prompt tokens one prefill batch takes (default 64, never
+      below `max_batch_rows`); Gemma 4 prefills in batches of `max_batch_rows` and refuses a
+      wider value (its sliding-window cache holds that many rows past the window);
     - `kernel`: "auto" (numba when installed), "numba" (Q4NX weights multiplied packed, by
       q4nx_kernel.py), "numba-float" (Q4NX weights dequantised to a float cache) or "numpy"
       (see kernels.py);
@@ -76,6 +80,9 @@ def load_model(
     kind = container_kind(path)
     raw = read_json(path / CONFIG_FILE)
     if is_gemma4(raw):  # Gemma 4 (docs/gemma4.md): its own config and forward
+        if max_prefill_rows is not None and max_prefill_rows != max_batch_rows:
+            raise ValueError(f"max_prefill_rows = {max_prefill_rows!r}: a Gemma 4 model "
+                             f"prefills in batches of max_batch_rows ({max_batch_rows})")
         return load_gemma4(path, raw, kind, dtype=dtype, max_batch_rows=max_batch_rows,
                            kernel=kernel, q4nx_convention=q4nx_convention,
                            unpack_per_token=unpack_per_token, backend=backend)
@@ -90,7 +97,7 @@ def load_model(
         source=str(path),
     )
     return Qwen3Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
-                      backend=backend)
+                      backend=backend, max_prefill_rows=max_prefill_rows)
 
 
 __all__ = [

@@ -44,6 +44,11 @@ from onebit.models.gdn import GDNState, gated_norm, gdn_token, sigmoid, silu
 from onebit.models.weights import WeightStore
 
 DEFAULT_MAX_BATCH_ROWS = 8
+#: The widest prefill batch by default: a prompt goes through in batches of this many rows,
+#: each reading the weights once, so wider is faster (benchmarks/prefill_ab.py). The bound is
+#: memory: a batch holds R rows of activations and attention scores, and a Qwen3.5 verify keeps
+#: one GDN state snapshot per row for a partial commit it never makes in a prefill.
+DEFAULT_MAX_PREFILL_ROWS = 64
 LM_HEAD = "lm_head"  # the backend's key for the lm_head (tied to the embedding or not)
 
 _max, _sum = np.maximum.reduce, np.add.reduce  # what .max() / .sum() call, minus the wrapper
@@ -61,6 +66,13 @@ class _Pass:
     gdn: list[list[GDNState]]  # per GDN layer (in layer order), the state after each row
 
 
+def _rows_option(value: object, name: str) -> int:
+    """A row-count option (`max_batch_rows`, `max_prefill_rows`): an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
 class Qwen3Model:
     """A Qwen3 / Qwen3.5 forward in numpy, implementing `onebit.BaseModel`."""
 
@@ -72,8 +84,13 @@ class Qwen3Model:
         max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
         kernel: str = "auto",
         backend: str | Backend = "host",
+        max_prefill_rows: int | None = None,
     ) -> None:
         self._bind(config, weights, max_batch_rows, kernel, backend)
+        # Any R is batch-invariant here (docs/forward.md), so a prompt may go through in
+        # batches wider than a decode verify (at least as wide: a verify is a prefill too).
+        wide = DEFAULT_MAX_PREFILL_ROWS if max_prefill_rows is None else max_prefill_rows
+        self._prefill_rows = max(max_batch_rows, _rows_option(wide, "max_prefill_rows"))
         c = config
         self._full_layers = [i for i, t in enumerate(c.layer_types) if t == FULL]
         self._gdn_layers = [i for i, t in enumerate(c.layer_types) if t != FULL]
@@ -114,6 +131,11 @@ class Qwen3Model:
     def max_batch_rows(self) -> int:
         return self._max_rows
 
+    def max_prefill_rows(self) -> int:
+        """The most rows one prefill batch takes: a `verify` of up to this many rows is exact
+        too (the loop sends it only for the prompt, committed whole)."""
+        return self._prefill_rows
+
     def reset(self) -> None:
         c = self.config
         self._length = 0  # committed tokens
@@ -137,9 +159,10 @@ class Qwen3Model:
     def verify(self, tokens: Sequence[int], pos: int) -> np.ndarray:
         """Run `tokens` at pos .. pos+n-1 provisionally; row i scores position pos + i + 1."""
         tokens = self._check_tokens(tokens, pos, "verify")
-        if len(tokens) > self._max_rows:
+        if len(tokens) > self._prefill_rows:
             raise ModelInputError(
-                f"verify got {len(tokens)} rows; max_batch_rows() is {self._max_rows}"
+                f"verify got {len(tokens)} rows; max_batch_rows() is {self._max_rows} and "
+                f"max_prefill_rows() {self._prefill_rows}"
             )
         self._pending = self._forward(tokens, pos)
         return self._pending.logits.copy()
@@ -292,16 +315,11 @@ class Qwen3Model:
               backend: str | Backend) -> None:
         """What every forward on this plumbing sets first (Gemma 4's too): the config, the
         weights, the batch width (checked) and the backend its products run on."""
-        if (
-            isinstance(max_batch_rows, bool)
-            or not isinstance(max_batch_rows, int)
-            or (max_batch_rows < 1)
-        ):
-            raise ValueError(f"max_batch_rows must be an integer >= 1, got {max_batch_rows!r}")
         self.config = config
         self.weights = weights
         self.dtype = weights.dtype
-        self._max_rows = max_batch_rows
+        self._max_rows = _rows_option(max_batch_rows, "max_batch_rows")
+        self._prefill_rows = max_batch_rows  # a forward that can take wider ones says so
         # The heavy products go through the backend (docs/device.md), by the weight's name,
         # so a device backend prepares each weight once; the rest of the forward is host code.
         self.backend = make_backend(backend, kernel=kernel,

@@ -6,7 +6,7 @@ times. A row sums the prompts:
     k | accepted | proposed | batches | steps | passes per token | tokens per pass | ms per token
 
 The pass counts are exact (and identical in every repeat: the run is deterministic). The time
-is a measurement: decode time only (from the end of the prompt's last prefill step to the end
+is a measurement: decode time only (from the end of the prompt's last prefill pass to the end
 of the run, so the head's work on the prompt is left out with the prefill), per emitted token;
 each repeat gives one value, the row shows their median and spread (min .. max). A plain
 decode row (no head) is measured the same way, as the baseline.
@@ -147,12 +147,14 @@ class SweepReport(Rendered):
 
 
 class DecodeClock:
-    """Wraps the base: notes the time the prompt's last prefill step returns, so that what
+    """Wraps the base: notes the time the prompt's last prefill pass returns (a step at
+    position P - 1, or the `commit_verify` that brings the committed length to P), so that what
     follows (decoding, whatever the loop) can be timed apart from the prefill."""
 
     def __init__(self, base: BaseModel, prompt_len: int) -> None:
         self._base = base
         self._prompt_len = prompt_len
+        self._verified_at: int | None = None  # the position of the pending verify
         self.decode_start: float | None = None
 
     def __getattr__(self, name: str):
@@ -167,6 +169,16 @@ class DecodeClock:
         if pos == self._prompt_len - 1:
             self.decode_start = time.perf_counter()
         return logits
+
+    def verify(self, tokens, pos: int):
+        self._verified_at = pos
+        return self._base.verify(tokens, pos)
+
+    def commit_verify(self, n: int) -> None:
+        self._base.commit_verify(n)
+        at, self._verified_at = self._verified_at, None
+        if at is not None and at < self._prompt_len <= at + n:
+            self.decode_start = time.perf_counter()
 
 
 def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequence[int]], *,

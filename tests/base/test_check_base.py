@@ -14,7 +14,7 @@ def test_check_base_passes_the_strict_toy_and_reports_every_check():
     report = check_base(lambda: ToyBase(strict=True))
     assert report.ok and report.ran == list(BASE_CHECKS)
     assert set(report.seconds) == set(BASE_CHECKS)
-    assert report.to_text().splitlines()[-1] == "6 of 6 base checks passed"
+    assert report.to_text().splitlines()[-1] == "7 of 7 base checks passed"
 
 
 def test_checks_are_selected_by_id_or_name_and_unknown_ones_refused():
@@ -31,7 +31,7 @@ def test_checks_are_selected_by_id_or_name_and_unknown_ones_refused():
 def test_the_error_names_the_failed_checks_and_carries_the_report():
     """A broken base raises BaseModelContractError (an AssertionError) naming every failed
     check and the first message; `.report` has them all."""
-    with pytest.raises(BaseModelContractError, match=r"3 of 6 base checks failed "
+    with pytest.raises(BaseModelContractError, match=r"3 of 7 base checks failed "
                        r"\(B2-commit-exact, B3-sequences, B6-determinism\); first: "
                        r"B2-commit-exact: ") as info:
         check_base(broken_bases.last_row_hidden)

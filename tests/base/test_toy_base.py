@@ -1,4 +1,4 @@
-"""The base contract (B1..B6) on the toy base, in every shape the loop tests use."""
+"""The base contract (B1..B7) on the toy base, in every shape the loop tests use."""
 
 from __future__ import annotations
 

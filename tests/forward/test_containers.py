@@ -236,16 +236,17 @@ def test_config_not_json(model_dirs, tmp_path):
 
 def test_bad_calls_into_the_model(q4_model):
     """A token id past the vocabulary, a position other than the committed length, a batch
-    over max_batch_rows, commit_verify without a batch, and a bad layer tap each raise
-    ModelInputError (a ValueError) naming the value."""
+    over max_prefill_rows (the wider of the two widths), commit_verify without a batch, and a
+    bad layer tap each raise ModelInputError (a ValueError) naming the value."""
     with pytest.raises(ModelInputError, match="token id 256 is outside the vocabulary"):
         q4_model.step(256, 0)
     with pytest.raises(ModelInputError, match="token id -1"):
         q4_model.verify([1, -1], 0)
     with pytest.raises(ModelInputError, match="position 3, but 0 tokens are committed"):
         q4_model.step(1, 3)
-    with pytest.raises(ModelInputError, match="9 rows"):
-        q4_model.verify([1] * 9, 0)
+    widest = q4_model.max_prefill_rows()
+    with pytest.raises(ModelInputError, match=f"{widest + 1} rows"):
+        q4_model.verify([1] * (widest + 1), 0)
     with pytest.raises(ModelInputError, match="no verify batch pending"):
         q4_model.commit_verify(1)
     q4_model.verify([1, 2], 0)

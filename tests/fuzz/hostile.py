@@ -68,7 +68,7 @@ FAULTS = [*RAISES, *RETURNS]
 
 METHODS = {
     "base": ["reset", "step", "verify", "commit_verify", "last_hidden", "last_hidden_rows",
-             "max_batch_rows"],
+             "max_batch_rows", "max_prefill_rows"],
     "head": ["reset", "needs_last_hidden", "propose", "commit_rows"],
     "consumer": ["__call__"],
 }

@@ -15,7 +15,7 @@ import onebit
 from onebit import DecodeError, HeadContractError, PartError
 from pytest_onebit import ToyBase
 
-ONCE = ("reset", "max_batch_rows", "needs_last_hidden")
+ONCE = ("reset", "max_batch_rows", "max_prefill_rows", "needs_last_hidden")
 
 
 def test_every_raise_in_every_part_and_round_kind(tally):

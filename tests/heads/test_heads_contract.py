@@ -62,9 +62,9 @@ def test_text_and_state_equal_greedy(target, name, k, prompt, tmp_path, target_d
 
 @pytest.mark.parametrize(("kind", "name"), ARMS)
 def test_pass_accounting_is_exact(target, counting, name, tmp_path, target_dirs):
-    """The run's stats equal what a counting wrapper around the base saw: decode steps,
-    batches and their rows; rounds and accepted drafts follow from the round kind; passes per
-    token is passes / emitted."""
+    """The run's stats equal what a counting wrapper around the base saw: the prompt in
+    prefill batches (counted apart), then decode steps, batches and their rows; rounds and
+    accepted drafts follow from the round kind; passes per token is passes / emitted."""
     head = make_head(name, target, tmp_path, target_dirs)
     prompt = PROMPTS["repetitive"]
     base = counting(target)
@@ -72,18 +72,23 @@ def test_pass_accounting_is_exact(target, counting, name, tmp_path, target_dirs)
     s = result.stats
     n = len(result.tokens)
     assert n == s.emitted == N
-    assert s.prefill_steps == len(prompt)
-    assert (s.steps, s.batches, s.batch_rows) == (base.steps - len(prompt), base.batches,
-                                                  base.batch_rows)
+    width = getattr(target, "max_prefill_rows", target.max_batch_rows)()
+    prefill = [min(width, len(prompt) - at) for at in range(0, len(prompt), width)]
+    assert base.verified[: len(prefill)] == prefill
+    assert (s.prefill_steps, s.prefill_batches, s.prefill_rows) == (0, len(prefill),
+                                                                    len(prompt))
+    assert (s.steps, s.batches, s.batch_rows) == (base.steps, base.batches - len(prefill),
+                                                  base.batch_rows - len(prompt))
     if head.needs_last_hidden():
         assert (s.rounds, s.accepted) == (s.steps, n - s.steps)
-        assert base.committed == s.accepted  # a two-pass batch commits accepted drafts only
+        # a two-pass batch commits accepted drafts only (the prefill commits the prompt)
+        assert base.committed == len(prompt) + s.accepted
     else:
         assert (s.rounds, s.accepted) == (s.steps + s.batches, n - s.steps - s.batches)
-        assert base.committed == s.batches + s.accepted  # t1 and the accepted drafts
+        assert base.committed == len(prompt) + s.batches + s.accepted  # t1, accepted drafts
     assert s.passes_per_token == (s.steps + s.batches) / n
     assert s.accepted <= s.proposed
-    assert max(base.verified, default=0) <= target.max_batch_rows()
+    assert max(base.verified[len(prefill):], default=0) <= target.max_batch_rows()
 
 
 def test_ngram_accepts_a_lot_on_repetitive_text(qwen3):

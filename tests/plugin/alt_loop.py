@@ -35,15 +35,22 @@ def run(base, head, prompt, *, max_tokens, k, on_token=None):
     base.reset()
     if head is not None:
         head.reset()
+    cap = base.max_batch_rows()
+    wide = getattr(base, "max_prefill_rows", None)
+    wide = wide() if wide is not None else cap
     prompt_rows = []
-    for i, token in enumerate(prompt):
-        logits = base.step(token, i)
-        prompt_rows.append(base.last_hidden())
+    at = 0
+    while at < len(prompt):  # the prompt in batches of `wide`, each kept whole
+        piece = prompt[at : at + wide]
+        scores = base.verify(piece, at)
+        base.commit_verify(len(piece))
+        prompt_rows.extend(base.last_hidden_rows()[: len(piece)])
+        stats.prefill_batches += 1
+        stats.prefill_rows += len(piece)
+        at += len(piece)
     if head is not None:
         head.commit_rows(prompt, np.array(prompt_rows), len(prompt))
-    stats.prefill_steps = len(prompt)
-    nxt, pos = int(np.argmax(logits)), len(prompt)
-    cap = base.max_batch_rows()
+    nxt, pos = int(np.argmax(scores[-1])), len(prompt)
     two_pass = head is not None and head.needs_last_hidden()
 
     while len(out.tokens) < max_tokens and not out.stopped:

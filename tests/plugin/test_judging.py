@@ -164,10 +164,10 @@ def run_without_stopped(base, head, prompt, **kw):
     result = onebit.run(base, head, prompt, **kw)
     return BareResult(result.tokens, result.stats)
 """)
-    # each class: 9 checks apply to its scenario, 3 have none (skipped)
+    # each class: 10 checks apply to its scenario, 3 have none (skipped)
     result = pytester.runpytest_subprocess("-rxX", "-p", "no:cacheprovider",
                                            "test_declared_in_process.py")
-    result.assert_outcomes(passed=16, xfailed=1, xpassed=1, skipped=6)
+    result.assert_outcomes(passed=18, xfailed=1, xpassed=1, skipped=6)
     result.stdout.fnmatch_lines(["*XFAIL*test_I10_consumer_stop*our loop has no stopped*",
                                  "*XPASS*test_I8_pass_law_garbage*believed broken*"])
     typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_typo_in_process.py")
@@ -228,7 +228,7 @@ def test_pytest_with_a_loop_module_that_raises_is_a_usage_error(pytester):
 
 
 def test_standard_grid_is_unchanged():
-    """The split kept the standard grid: 130 scenarios, ids unique, the first is the
-    one-pass perfect head at k = 1."""
+    """The split kept the standard grid: 145 scenarios (130, and 15 for the batched prefill),
+    ids unique, the first is the one-pass perfect head at k = 1."""
     grid = standard_scenarios()
-    assert len(grid) == 130 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"
+    assert len(grid) == 145 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"

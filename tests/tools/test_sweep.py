@@ -141,3 +141,25 @@ def test_perfect_head_sweep_keeps_the_pass_law(model_dir, data, cli):
         width = min(row["k"], 7)
         assert row["accepted"] == row["proposed"]
         assert row["steps"] + row["batches"] == prompts * -(-16 // (width + 1))
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_decode_clock_starts_when_the_prompt_is_committed(greedy):
+    """The sweep's clock starts when the prompt's last prefill pass returns, whether the
+    prompt was stepped (greedy()) or went through the loop's prefill batches (2 + 2 + 1 rows
+    on a 2-row toy here), and never again during the decode."""
+    from onebit.tools.sweep import DecodeClock
+    from pytest_onebit import ToyBase
+
+    prompt = [3, 1, 4, 1, 5]
+    clock = DecodeClock(ToyBase(max_batch_rows=2), len(prompt))
+    if greedy:
+        onebit.greedy(clock, prompt, max_tokens=6)
+    else:
+        onebit.run(clock, None, prompt, max_tokens=6, k=0)
+    started = clock.decode_start
+    assert started is not None
+    clock.verify([7], len(prompt) + 6)  # a decode pass: the clock keeps its start
+    clock.commit_verify(1)
+    clock.step(7, len(prompt) + 7)
+    assert clock.decode_start == started

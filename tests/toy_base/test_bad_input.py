@@ -226,12 +226,14 @@ def test_zero_row_base_is_a_contract_error():
 
 
 def test_bad_logits_after_prefill_name_the_first_decode_position():
-    """Bad logits from the last prompt token are reported at position P, the first token the
-    run would choose, with nothing emitted."""
-    base = FaultyBase("step", len(PROMPT), "nan")
+    """Bad logits from the last prompt token (the last row of the prefill batch) are reported
+    at position P, the first token the run would choose, with nothing emitted, and the bad
+    batch is not committed."""
+    base = FaultyBase("verify", 1, "nan")
     with pytest.raises(BaseContractError, match=f"scoring position {len(PROMPT)}$") as info:
         onebit.run(base, None, PROMPT, max_tokens=5, k=2)
     assert (info.value.pos, info.value.emitted) == (len(PROMPT), [])
+    assert base.committed == []
 
 
 def test_exact_messages():

@@ -1,4 +1,4 @@
-"""The bundled loop (or the one --onebit-loop names) held to I1..I12 on the toy base."""
+"""The bundled loop (or the one --onebit-loop names) held to I1..I13 on the toy base."""
 
 from pytest_onebit import LoopContract
 

@@ -42,7 +42,7 @@ def test_garbage_head_costs_plain_decode(flavour, k):
     assert result.stats.passes_per_token == 1.0
     assert result.stats.accepted == 0
     if flavour == "two-pass":
-        assert base.batches == 0
+        assert base.passes_from(len(PROMPT))[1] == 0  # no batch after the prompt
 
 
 @pytest.mark.parametrize("flavour", ["one-pass", "two-pass"])
@@ -62,7 +62,7 @@ def test_one_row_base_gives_plain_steps():
     """I11: on a base that verifies one row at a time, the one-pass loop makes plain steps
     only, and the head still sees every committed row."""
     result, base, head = spec(perfect_head, "one-pass", k=7, rows=1)
-    assert (base.batches, result.stats.steps) == (0, N)
+    assert (base.passes_from(len(PROMPT))[1], result.stats.steps) == (0, N)
     assert head.committed_tokens == PROMPT + result.tokens
     assert result.tokens == onebit.greedy(ToyBase(), PROMPT, max_tokens=N).tokens
 
@@ -109,7 +109,9 @@ def test_stats_report_costs():
     """RunStats exposes the counters and the derived ratios the tools print."""
     result, _, _ = spec(half_head, "one-pass", k=4, n=37)
     s = result.stats
-    assert s.emitted == 37 and s.prefill_steps == len(PROMPT)
+    assert s.emitted == 37
+    assert (s.prefill_steps, s.prefill_batches, s.prefill_rows) == (0, 1, len(PROMPT))
+    assert s.prefill_passes == 1
     assert s.passes == s.steps + s.batches
     assert s.tokens_per_pass == pytest.approx(37 / s.passes)
     assert 0 < s.acceptance_rate <= 1

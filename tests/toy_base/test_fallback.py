@@ -33,7 +33,7 @@ def test_garbage_head_falls_back_after_the_window(flavour, window):
     assert s.fallback_emitted == window
     assert len(head.proposals) == window == s.drafts_asked
     assert s.passes_per_token == 1.0
-    assert base.batches == (window if flavour == "one-pass" else 0)
+    assert base.passes_from(len(PROMPT))[1] == (window if flavour == "one-pass" else 0)
     assert result.tokens == onebit.greedy(ToyBase(), PROMPT, max_tokens=N).tokens
     assert head.committed_tokens == PROMPT + result.tokens[:window]
 
@@ -55,7 +55,7 @@ def test_silent_head_falls_back():
     """Asking a head that never answers costs its drafting time every round: it falls back."""
     result, base, _ = spec(silent_head, "one-pass", Fallback(window=2))
     assert result.stats.fallback_round == 2
-    assert (base.batches, result.stats.drafts_asked) == (0, 2)
+    assert (base.passes_from(len(PROMPT))[1], result.stats.drafts_asked) == (0, 2)
 
 
 def test_row_cost_decides_break_even():

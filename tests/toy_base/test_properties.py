@@ -10,7 +10,7 @@ from pytest_onebit.strategies import scenarios
 def test_every_check_holds_on_random_scenarios(spec_run, scenario):
     """For random prompts, k (0..12), budgets (0..48), row limits (1..10) and shapes, both
     round kinds, oracle heads with per-slot right / wrong patterns, consumer stops and toy
-    seeds, the loop under test passes every applicable check I1..I12 (thousands of cases
+    seeds, the loop under test passes every applicable check I1..I13 (thousands of cases
     under CI=true, the same ones every run)."""
     findings = check_trace(execute(spec_run, scenario))
     assert not findings, "\n".join(f"{f.check}: {f.message}" for f in findings)
