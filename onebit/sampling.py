@@ -95,7 +95,9 @@ def warp(logits: np.ndarray, sampling: Sampling | None) -> np.ndarray:
         weights = np.exp((row[keep] - row[keep[0]]) / sampling.temperature)
     probs = weights / weights.sum()
     if sampling.top_p < 1.0:
-        reach = int(np.searchsorted(np.cumsum(probs), sampling.top_p, side="left")) + 1
+        # searchsorted's default side ("left") finds the first token whose running mass
+        # reaches top_p: that token is the last one kept.
+        reach = int(np.searchsorted(np.cumsum(probs), sampling.top_p)) + 1
         keep, probs = keep[:reach], probs[:reach]
         probs = probs / probs.sum()
     out[keep] = probs

@@ -130,3 +130,14 @@ def test_a_non_finite_logit_is_named_by_token_and_value():
     """The first non-finite logit is named: its token id and its value."""
     with pytest.raises(ValueError, match=r"^warp got a non-finite logit at token 2: inf$"):
         warp(np.array([0.0, 1.0, np.inf, np.nan]), Sampling())
+
+
+def test_top_p_one_keeps_a_token_too_small_to_move_the_running_mass():
+    """top_p = 1.0 means no nucleus cut: a token with probability e^-39 (about 1e-17, too
+    small to change a running sum that has already reached 1.0 in float64) keeps exactly its
+    softmax probability. A cut applied at top_p = 1.0 would drop it, since the running mass
+    reaches 1.0 at the first token."""
+    logits = np.array([0.0, -39.0])
+    p = warp(logits, Sampling(1.0, top_p=1.0))
+    assert p[1] == np.exp(-39.0) / (1.0 + np.exp(-39.0))
+    assert p[1] > 0.0 and np.cumsum([p[0]])[0] == 1.0
