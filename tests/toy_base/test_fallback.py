@@ -65,8 +65,26 @@ def test_row_cost_decides_break_even():
     assert result.stats.fallback_round is None
 
 
+class DeviceLikeBase(ToyBase):
+    """A toy that takes the time a device would: `step_seconds` a step (2 ms unless told),
+    1.2 steps' time for a batch of any width."""
+
+    def __init__(self, *args, step_seconds=0.002, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.step_seconds = step_seconds
+
+    def step(self, token, pos):
+        time.sleep(self.step_seconds)
+        return super().step(token, pos)
+
+    def verify(self, tokens, pos):
+        time.sleep(1.2 * self.step_seconds)
+        return super().verify(tokens, pos)
+
+
 class SlowHead:
-    """A perfect one-pass head that takes 2 ms to draft: far more than the toy's step."""
+    """A perfect one-pass head that takes 100 ms to draft: a hundred of DeviceLikeBase's 1 ms
+    steps, so one step slowed tenfold by a busy machine still leaves the rounds losing."""
 
     def __init__(self, oracle):
         self.inner = perfect_head(oracle)
@@ -75,7 +93,7 @@ class SlowHead:
         return False
 
     def propose(self, token, pos, k, hidden):
-        time.sleep(0.002)
+        time.sleep(0.1)
         return self.inner.propose(token, pos, k, hidden)
 
     def commit_rows(self, tokens, rows, count):
@@ -87,13 +105,13 @@ class SlowHead:
 
 def test_measured_cost_charges_a_slow_head():
     """Measured, a perfect head that drafts slower than the base steps still loses: eight
-    tokens per round do not pay for rounds that cost over a hundred steps' time. The model
+    tokens per round do not pay for rounds that cost about a hundred steps' time. The model
     (unmeasured) cost cannot see that and keeps drafting."""
     oracle = Oracle.from_greedy(ToyBase(), PROMPT, N + 16)
-    measured = onebit.run(ToyBase(), SlowHead(oracle), PROMPT, max_tokens=N, k=7,
-                          fallback=Fallback(window=2, measured=True))
-    modelled = onebit.run(ToyBase(), SlowHead(oracle), PROMPT, max_tokens=N, k=7,
-                          fallback=Fallback(window=2))
+    measured = onebit.run(DeviceLikeBase(step_seconds=0.001), SlowHead(oracle), PROMPT,
+                          max_tokens=N, k=7, fallback=Fallback(window=2, measured=True))
+    modelled = onebit.run(DeviceLikeBase(step_seconds=0.001), SlowHead(oracle), PROMPT,
+                          max_tokens=N, k=7, fallback=Fallback(window=2))
     assert measured.stats.fallback_round == 2
     assert modelled.stats.fallback_round is None
     assert measured.tokens == modelled.tokens
@@ -143,16 +161,6 @@ def test_drafting_cost_decides_a_close_round():
     assert result.stats.fallback_round == 3  # 2.01 steps for 2 tokens: a loss
 
 
-class DeviceLikeBase(ToyBase):
-    """A toy that takes the time a device would: 2 ms a step, 2.4 ms a batch of any width."""
-
-    def step(self, token, pos):
-        time.sleep(0.002)
-        return super().step(token, pos)
-
-    def verify(self, tokens, pos):
-        time.sleep(0.0024)
-        return super().verify(tokens, pos)
 
 
 def test_measured_cost_keeps_a_paying_head():
