@@ -7,9 +7,9 @@ kernels here compute each (row, output) dot product by one fixed formula whateve
 
 - "numba": a register-tiled compiled kernel (below), parallel over blocks of output features
   for large weights (smaller ones run on one thread, where threads cost more than they
-  save). A tile holds up to 8 rows x 3 outputs of vector accumulators, so each weight vector
-  loaded feeds up to 8 FMAs and each row vector 3: a verify batch reads the weights once
-  instead of once per row. Tiles of 2 rows or more also prefetch the next tile's weight rows,
+  save). A tile holds rows x outputs vector accumulators (8 x 3 with AVX-512, 2 x 2 with
+  AVX2: `host_tile`), so each weight vector loaded feeds one FMA per row of the tile and each
+  row vector one per output: a verify batch reads the weights once instead of once per row. Tiles of 2 rows or more also prefetch the next tile's weight rows,
   since in the model every weight comes from memory; a hint changes no value. The price is
   compile time on first use, per dtype. `benchmarks/kernel_ab.py` and `forward_ab.py`
   measure what this buys; docs/forward.md quotes their figures.
@@ -32,7 +32,8 @@ How the tiled kernel stays batch-invariant. The result for (row r, output o) is,
 The code spells this out with LLVM vector types and the `llvm.fma` intrinsic, and it is
 compiled WITHOUT fastmath, so LLVM may not reassociate, contract or reorder any of it: the
 value is fixed by the IR, not by how a particular loop happens to be vectorised. Every tile
-shape (8x3, the remainder tiles with 1..7 rows, the 1-output tiles at a block's edge) runs the
+shape (the host's tile, the remainder tiles with fewer rows, the clamped outputs at a block's
+edge, and the other machine's tile) runs the
 same formula per (row, output), so the tile a row lands in, and therefore R, cannot change its
 bits. Parallelism splits the outputs, never an (row, output) sum.
 """
@@ -64,11 +65,15 @@ def numpy_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
 # compiled loop and batch invariance holds.
 PARALLEL_MIN_WEIGHTS = 1 << 20
 
-# The tiled kernel's shape. TILE_ROWS x TILE_OUTS vector accumulators (24 of the 32 AVX-512
-# registers) per tile; BLOCK_OUTS outputs per parallel task (a multiple of TILE_OUTS). These
-# change speed only, never bits (see the module docstring).
-TILE_ROWS = 8
-TILE_OUTS = 3
+# The tiled kernel's shape, (rows, outputs) of accumulators per tile, chosen by the vector
+# registers the host has; it changes speed only, never bits (see the module docstring), so one
+# machine's text is another's. An accumulator is one 64-byte vector: one AVX-512 register, two
+# AVX2 ones. AVX-512's 32 registers hold an 8 x 3 tile (24 accumulators); AVX2's 16 hold a 2 x 2
+# tile (8 registers) plus the weight and row vectors it streams; the 8 x 3 tile there spills and
+# runs at about 0.55x (benchmarks/kernel_ab.py, docs/forward.md). Row counts are powers of two:
+# the rows left over after the full tiles run by tiles of half, a quarter, .., one row.
+TILES = {"avx512": (8, 3), "avx2": (2, 2)}
+# Outputs per parallel task: a multiple of every tile's outputs.
 BLOCK_OUTS = 24
 # Tiles of this many rows or more prefetch the next tile's weight rows while they compute.
 # With several rows a tile computes long enough that, without the hint, the weight stream from
@@ -246,6 +251,14 @@ def _tiled_intrinsics() -> dict[str, object]:
     return _tiled_parts
 
 
+def host_tile() -> tuple[int, int]:
+    """The (rows, outputs) tile for this machine's vector registers (llvmlite asks the CPU,
+    as numba's own code generation does)."""
+    import llvmlite.binding as llvm
+
+    return TILES["avx512" if llvm.get_host_cpu_features().get("avx512f") else "avx2"]
+
+
 def _tile_lines(n_rows: int, n_outs: int, indent: str, prefetch: bool) -> list[str]:
     """Source lines of one tile: rows r..r+n_rows-1 times outputs o..o+n_outs-1, each (row,
     output) by the module docstring's formula. Output indices past the last output are clamped
@@ -272,10 +285,14 @@ def _tile_lines(n_rows: int, n_outs: int, indent: str, prefetch: bool) -> list[s
     return [indent + line for line in s]
 
 
-def _kernel_source(prefetch: bool) -> str:
-    """Source of the kernel for outputs o_lo..o_hi-1: tiles of TILE_OUTS outputs, tiles of
-    TILE_ROWS rows, then the remaining rows by tiles of 4, 2 and 1 (one
-    straight-line body per tile size, so LLVM keeps every accumulator in a register)."""
+def _kernel_source(prefetch: bool, tile: tuple[int, int]) -> str:
+    """Source of the kernel for outputs o_lo..o_hi-1: tiles of `tile` = (rows, outputs), then
+    the remaining rows by tiles of half, a quarter, .., one row (one straight-line body per tile
+    size, so LLVM keeps every accumulator in a register)."""
+    tile_rows, tile_outs = tile
+    if tile_rows & (tile_rows - 1) or BLOCK_OUTS % tile_outs:
+        raise ValueError(f"a tile needs a power-of-two row count and outputs dividing "
+                         f"{BLOCK_OUTS}, got {tile}")
     s = [
         "def tiled_block(weight, rows, out, o_lo, o_hi):",
         "    n_out, n_in = weight.shape",
@@ -283,37 +300,42 @@ def _kernel_source(prefetch: bool) -> str:
         "    last = n_out - 1",
         f"    step = {VECTOR_BYTES} // weight.itemsize",
         "    n_main = n_in - n_in % step",
-        f"    for o in range(o_lo, o_hi, {TILE_OUTS}):",
-        *[f"        p{k} = min(o + {k}, last)" for k in range(TILE_OUTS)],
-        *[f"        w{k} = weight[p{k}]" for k in range(TILE_OUTS)],
+        f"    for o in range(o_lo, o_hi, {tile_outs}):",
+        *[f"        p{k} = min(o + {k}, last)" for k in range(tile_outs)],
+        *[f"        w{k} = weight[p{k}]" for k in range(tile_outs)],
         "        r = 0",
-        f"        while r + {TILE_ROWS} <= n_rows:",
+        f"        while r + {tile_rows} <= n_rows:",
     ]
-    s += _tile_lines(TILE_ROWS, TILE_OUTS, " " * 12, prefetch)
-    s += [f"            r += {TILE_ROWS}"]
-    k = TILE_ROWS // 2
+    s += _tile_lines(tile_rows, tile_outs, " " * 12, prefetch)
+    s += [f"            r += {tile_rows}"]
+    k = tile_rows // 2
     while k >= 1:
         s += [f"        if r + {k} <= n_rows:"]
-        s += _tile_lines(k, TILE_OUTS, " " * 12, prefetch)
+        s += _tile_lines(k, tile_outs, " " * 12, prefetch)
         s += [f"            r += {k}"]
         k //= 2
     return "\n".join(s)
 
 
-def _tiled_kernel(parallel: bool, prefetch: bool = True) -> Callable:
+def _tiled_kernel(
+    parallel: bool, prefetch: bool = True, tile: tuple[int, int] | None = None
+) -> Callable:
     """The compiled tiled kernel (built on first use, like `_numba_kernel`); `prefetch=False`
-    builds it without the prefetch hints (for comparisons and tests; the same bits)."""
-    kernel = _tiled_kernels.get((parallel, prefetch))
+    builds it without the prefetch hints, and `tile` with another tile than the host's (for
+    comparisons and tests; the same bits)."""
+    tile = host_tile() if tile is None else tuple(tile)
+    kernel = _tiled_kernels.get((parallel, prefetch, tile))
     if kernel is not None:
         return kernel
     from numba import njit, prange
 
-    block = _tiled_kernels.get(("block", prefetch))
+    block = _tiled_kernels.get(("block", prefetch, tile))
     if block is None:
         namespace: dict[str, object] = dict(_tiled_intrinsics())
-        exec(_kernel_source(prefetch), namespace)  # noqa: S102 - our own generated source
+        exec(_kernel_source(prefetch, tile), namespace)  # noqa: S102 - our own generated source
         # fastmath stays off: the formula must be the IR's, not LLVM's choice.
-        block = _tiled_kernels[("block", prefetch)] = njit(nogil=True)(namespace["tiled_block"])
+        block = njit(nogil=True)(namespace["tiled_block"])
+        _tiled_kernels[("block", prefetch, tile)] = block
 
     if parallel:
 
@@ -330,7 +352,7 @@ def _tiled_kernel(parallel: bool, prefetch: bool = True) -> Callable:
             block(weight, rows, out, 0, weight.shape[0])
 
     kernel = tiled_kernel
-    _tiled_kernels[(parallel, prefetch)] = kernel
+    _tiled_kernels[(parallel, prefetch, tile)] = kernel
     return kernel
 
 

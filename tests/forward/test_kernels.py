@@ -127,3 +127,29 @@ def test_choose_names_the_tiled_kernel():
     """`choose("numba")` (and "auto" with numba installed) is the tiled kernel."""
     assert kernels.choose("numba") == ("numba", kernels.numba_rows)
     assert kernels.choose("auto") == ("numba", kernels.numba_rows)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_machines_tile_gives_the_same_bits(dtype):
+    """The tile is chosen by the host's vector registers (8 x 3 for AVX-512, 2 x 2 for AVX2),
+    so it must change speed only: both tiles, on every R from 1 to MAX_ROWS, give bit for bit
+    the host tile's result, and that is each row's 1-row product. A model's text is then the
+    same on either machine."""
+    weight, rows = _data((101, 70), dtype, seed=5)
+    for n_rows in range(1, MAX_ROWS + 1):
+        results = []
+        for tile in (*kernels.TILES.values(), None):
+            out = np.empty((n_rows, weight.shape[0]), dtype=dtype)
+            kernels._tiled_kernel(False, True, tile)(weight, rows[:n_rows], out)
+            results.append(out)
+        one = np.empty((1, weight.shape[0]), dtype=dtype)
+        kernels._tiled_kernel(False, True)(weight, rows[n_rows - 1 : n_rows], one)
+        assert all(np.array_equal(results[0], r) for r in results[1:]), n_rows
+        assert np.array_equal(results[-1][-1], one[0]), n_rows
+
+
+def test_a_tile_that_cannot_cover_the_rows_is_refused():
+    """The remainder rows run by halving tiles, so a row count that is not a power of two
+    would leave rows uncomputed: such a tile is refused by name before anything compiles."""
+    with pytest.raises(ValueError, match=r"power-of-two row count.*\(3, 2\)"):
+        kernels._kernel_source(True, (3, 2))
