@@ -9,7 +9,8 @@ kernels here compute each (row, output) dot product by one fixed formula whateve
   for large weights (smaller ones run on one thread, where threads cost more than they
   save). A tile holds rows x outputs vector accumulators (8 x 3 with AVX-512, 2 x 2 with
   AVX2: `host_tile`), so each weight vector loaded feeds one FMA per row of the tile and each
-  row vector one per output: a verify batch reads the weights once instead of once per row. Tiles of 2 rows or more also prefetch the next tile's weight rows,
+  row vector one per output: a verify batch reads the weights once instead of once per row.
+  Tiles of 2 rows or more also prefetch the next tile's weight rows,
   since in the model every weight comes from memory; a hint changes no value. The price is
   compile time on first use, per dtype. `benchmarks/kernel_ab.py` and `forward_ab.py`
   measure what this buys; docs/forward.md quotes their figures.
