@@ -43,7 +43,8 @@ class SamplingContract:
         return spec_run
 
     @pytest.fixture(autouse=True, scope="class")
-    def _fresh_traces(self) -> None:
+    @classmethod
+    def _fresh_traces(cls) -> None:
         """Each class enumerates its loop afresh: a trace cached by an earlier test session in
         this process (a forked mutmut child inherits its parent's) is never reused."""
         forget_traces()
