@@ -41,6 +41,7 @@ bits. Parallelism splits the outputs, never an (row, output) sum.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -252,12 +253,18 @@ def _tiled_intrinsics() -> dict[str, object]:
     return _tiled_parts
 
 
-def host_tile() -> tuple[int, int]:
-    """The (rows, outputs) tile for this machine's vector registers (llvmlite asks the CPU,
-    as numba's own code generation does)."""
+@functools.cache
+def host_isa() -> str:
+    """"avx512" or "avx2": the vector registers numba compiles for here. Asked once: llvmlite's
+    CPU query costs about a third of a millisecond, and every product picks its kernel."""
     import llvmlite.binding as llvm
 
-    return TILES["avx512" if llvm.get_host_cpu_features().get("avx512f") else "avx2"]
+    return "avx512" if llvm.get_host_cpu_features().get("avx512f") else "avx2"
+
+
+def host_tile() -> tuple[int, int]:
+    """The (rows, outputs) tile for this machine's vector registers."""
+    return TILES[host_isa()]
 
 
 def _tile_lines(n_rows: int, n_outs: int, indent: str, prefetch: bool) -> list[str]:
