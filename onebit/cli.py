@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep")
+COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep", "peer")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,93 @@
+"""Running a peer's arms and the table they make: check x arm, with expected failures
+declared as `check_loop` declares them (an expected failure that passes everywhere is stale,
+and fails the report)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from onebit.report import Document, Rendered, Table, cols
+from pytest_onebit.conformance import XFAIL, XPASS, validate_expected
+from pytest_onebit.peers.protocol import FAILED, NOT_APPLICABLE, PASSED, Outcome, Peer
+
+
+@dataclass
+class PeerReport(Rendered):
+    peer: str
+    version: str
+    checks: tuple[str, ...]
+    arms: list[str] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    cells: dict[tuple[str, str], Outcome] = field(default_factory=dict)  # (check, arm)
+    expected: dict[str, str] = field(default_factory=dict)
+    unavailable: str | None = None
+
+    def cell(self, check: str, arm: str) -> Outcome:
+        return self.cells.get((check, arm), Outcome(NOT_APPLICABLE, "not run by this arm"))
+
+    def status(self, check: str) -> str:
+        """passed / failed / not applicable over every arm; xfail / xpass when declared."""
+        statuses = {self.cell(check, arm).status for arm in self.arms}
+        broken = FAILED in statuses
+        if check in self.expected:
+            return XFAIL if broken else XPASS
+        if broken:
+            return FAILED
+        return PASSED if PASSED in statuses else NOT_APPLICABLE
+
+    @property
+    def ok(self) -> bool:
+        return all(self.status(c) not in (FAILED, XPASS) for c in self.checks)
+
+    def failures(self) -> list[tuple[str, str, str]]:
+        return [(c, a, self.cell(c, a).detail) for c in self.checks for a in self.arms
+                if self.cell(c, a).status == FAILED]
+
+    def document(self) -> Document:
+        title = f"onebit peer {self.peer} ({self.version})"
+        data = {"peer": self.peer, "version": self.version, "ok": self.ok,
+                "unavailable": self.unavailable, "expected_failed_checks": self.expected,
+                "arms": {a: self.notes.get(a, "") for a in self.arms},
+                "checks": {c: {"status": self.status(c),
+                               "arms": {a: vars(self.cell(c, a)) for a in self.arms}}
+                           for c in self.checks}}
+        if self.unavailable:
+            return Document(title, [f"not applicable: {self.unavailable}"],
+                            "nothing ran", data)
+        short = {PASSED: "passed", FAILED: "FAILED", NOT_APPLICABLE: "-"}
+        rows = [[c, *[short[self.cell(c, a).status] for a in self.arms], self.status(c)]
+                for c in self.checks]
+        blocks: list = [Table(cols("check", *self.arms, "verdict", code=("check",)), rows)]
+        failures = self.failures()
+        if failures:
+            blocks.append(Table(cols("check", "arm", "first divergence", code=("check",)),
+                                [[c, a, d] for c, a, d in failures], title="Failures"))
+        if self.expected:
+            blocks.append(Table(cols("check", "declared expected failure", code=("check",)),
+                                [[c, why] for c, why in self.expected.items()]))
+        blocks.append(Table(cols("arm", "what it runs"),
+                            [[a, self.notes.get(a, "")] for a in self.arms], title="Arms"))
+        bad = [c for c in self.checks if self.status(c) in (FAILED, XPASS)]
+        closing = ("every check passed or was not applicable" if self.ok else
+                   f"failed: {', '.join(bad)}" + (" (xpass: a stale expected failure)"
+                                                  if any(self.status(c) == XPASS for c in bad)
+                                                  else ""))
+        return Document(title, blocks, closing, data)
+
+
+def run_peer(peer: Peer, expected_failed_checks: Mapping[str, str] | None = None
+             ) -> PeerReport:
+    """Judge every arm of `peer`; a peer that cannot run here gives a report saying why."""
+    expected = validate_expected(expected_failed_checks, peer.checks)
+    reason = peer.unavailable()
+    if reason is not None:
+        return PeerReport(peer.name, "-", peer.checks, expected=expected, unavailable=reason)
+    report = PeerReport(peer.name, peer.version(), peer.checks, expected=expected)
+    for arm in peer.arms():
+        outcomes = arm.judge()
+        report.arms.append(arm.name)
+        report.notes[arm.name] = arm.note
+        for check, outcome in outcomes.items():
+            report.cells[(check, arm.name)] = outcome
+    return report
