@@ -67,8 +67,10 @@ def exact_distribution(model, prompt: list[int], tokens: int) -> dict[tuple[int,
 
 @dataclass
 class SampledArm:
-    """Speculative sampling with a half-right toy assistant (`plain=False`), or plain
-    sampling (`plain=True`, the control)."""
+    """Speculative sampling with the garbage toy assistant (`plain=False`): its top-k never
+    overlaps the target's much, so drafts are mostly rejected by the ratio test and the
+    tokens come from the residual norm(max(0, p - q)), the part a sampler most easily gets
+    wrong. Or plain sampling (`plain=True`), the control."""
 
     plain: bool = False
     delta: float = DELTA
@@ -78,7 +80,7 @@ class SampledArm:
 
     def __post_init__(self) -> None:
         self.name = self.name or ("toy-sampled-plain" if self.plain else "toy-sampled")
-        what = "plain sampling (control)" if self.plain else f"half assistant, k={K}"
+        what = "plain sampling (control)" if self.plain else f"garbage assistant, k={K}"
         self.note = self.note or (f"do_sample, {WARP}, {TOKENS} tokens, {what}; the test "
                                   f"{power(self.delta).describe()}")
         self.target = toy_model()
@@ -92,7 +94,7 @@ class SampledArm:
                 batch = ids.expand(n, -1)
                 out = self.target.generate(batch, attention_mask=torch.ones_like(batch), **kw)
                 return [tuple(row[len(PROMPT):].tolist()) for row in out]
-            assistant = draft_exactly(toy_model("half"), K)
+            assistant = draft_exactly(toy_model("garbage"), K)
             out = []
             for _ in range(n):
                 seq = self.target.generate(ids, attention_mask=torch.ones_like(ids),

@@ -29,7 +29,9 @@ CACHE_FIELD = ("cache" if "cache" in {f.name for f in dataclasses.fields(CausalL
 
 #: What an assistant knows: perfect (the target's own choice), garbage (never it), half
 #: (the target's choice for a token at an even position, a wrong one at an odd position).
-FLAVOURS = ("target", "perfect", "garbage", "half")
+#: "bigram" is a target of its own whose logits depend on the last token only: its text
+#: repeats, so prompt lookup finds drafts that are accepted.
+FLAVOURS = ("target", "perfect", "garbage", "half", "bigram")
 
 #: One printable character per token id, so stop strings have text to match.
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-"
@@ -76,8 +78,9 @@ class ToyForCausalLM(PreTrainedModel, GenerationMixin):
         """`[len(tokens), V]`: row i is the toy's logits after tokens[0..i] at positions
         0..i (the state folds every earlier token in), bent by the flavour."""
         rows, state = [], 0
+        bigram = self.config.flavour == "bigram"
         for pos, token in enumerate(tokens):
-            state = mix(state, token, pos)
+            state = mix(0, token, 0) if bigram else mix(state, token, pos)
             rows.append(self.toy.logits_of(self.toy.hidden_of(state)))
         logits = np.stack(rows)
         flavour = self.config.flavour
