@@ -1,0 +1,56 @@
+"""`onebit peer` in-process: the table, its exit status, expected failures and their
+staleness, and a peer that cannot run here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from onebit.cli import main
+
+OPEN_BUGS = ["--expect-fail", "I10-stop-string=transformers #48039",
+             "--expect-fail", "I10-stopping-criteria=transformers #48039"]
+
+
+def test_llama_cpp_not_installed_is_not_applicable(capsys):
+    """Without llama_cpp the llama.cpp peer reports itself not applicable, naming why, and
+    exits 0 (nothing failed)."""
+    pytest.importorskip("pytest")  # always there: the point is the branch below
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is not None:
+        pytest.skip("llama_cpp is installed here: the arm runs instead")
+    assert main(["peer", "llama_cpp", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unavailable"] == "llama_cpp not installed"
+
+
+def test_lookup_arm_table_and_declared_bugs(capsys):
+    """Prompt lookup on the installed transformers: every check passes or is a declared open
+    upstream bug (exit 0); the JSON names each cell's status."""
+    pytest.importorskip("transformers")
+    status = main(["peer", "transformers", "--arm", "toy-lookup", "--format", "json",
+                   *OPEN_BUGS])
+    report = json.loads(capsys.readouterr().out)
+    assert report["checks"]["I1-text"]["arms"]["toy-lookup"]["status"] == "passed"
+    assert report["checks"]["I9-budget"]["status"] == "passed"
+    assert status == 0, report
+
+
+def test_stale_declaration_fails(capsys):
+    """Declaring a check that passes as an expected failure makes the run fail (exit 1):
+    the declaration is stale."""
+    pytest.importorskip("transformers")
+    status = main(["peer", "transformers", "--arm", "toy-lookup", "--format", "md",
+                   *OPEN_BUGS, "--expect-fail", "I9-budget=a bug fixed long ago"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "I9-budget" in out.splitlines()[-1]
+
+
+def test_unknown_arm_is_bad_input(capsys):
+    """An arm the peer does not have is one line on stderr and exit 2."""
+    pytest.importorskip("transformers")
+    assert main(["peer", "transformers", "--arm", "nope"]) == 2
+    assert "unknown transformers arm" in capsys.readouterr().err
