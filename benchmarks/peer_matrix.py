@@ -27,7 +27,8 @@ DEFAULT_VERSIONS = ("4.57.6", "5.17.0", "5.18.0", "newest")
 
 #: Known upstream bugs: the (check, arm) cells each one fails, and the releases that have it.
 KNOWN = {
-    "#46993": {"cells": {("I9-budget", "toy-lookup")},
+    # an overshooting run also hands back a longer text, so the next step is off too
+    "#46993": {"cells": {("I9-budget", "toy-lookup"), ("I2-next-step", "toy-lookup")},
                "has": lambda v: v < (5, 17), "what": "prompt lookup overshoots max_new_tokens"},
     "#48280": {"cells": {(c, "mistral-sliding") for c in ("I1-text", "I2-next-step",
                                                           "I7-pass-law", "I9-budget",

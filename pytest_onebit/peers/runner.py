@@ -63,6 +63,13 @@ class PeerReport(Rendered):
         if failures:
             blocks.append(Table(cols("check", "arm", "first divergence", code=("check",)),
                                 [[c, a, d] for c, a, d in failures], title="Failures"))
+        measured = [[c, a, self.cell(c, a).detail] for c in self.checks for a in self.arms
+                    if self.cell(c, a).status == PASSED
+                    and not self.cell(c, a).detail.endswith("run(s)")
+                    and self.cell(c, a).detail]
+        if measured:  # what a passing cell measured: margins, distances, where a stop fell
+            blocks.append(Table(cols("check", "arm", "measured", code=("check",)), measured,
+                                title="Passed, with what was measured"))
         if self.expected:
             blocks.append(Table(cols("check", "declared expected failure", code=("check",)),
                                 [[c, why] for c, why in self.expected.items()]))

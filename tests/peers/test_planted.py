@@ -96,10 +96,11 @@ def test_wrong_residual_fails_S1(monkeypatch):
 
 def test_stop_ignored_fails_I10(monkeypatch):
     """A generate that drops the consumer's stopping criteria altogether runs to the budget:
-    I10-stopping-criteria fails on prompt lookup, which passes it unplanted."""
+    I10-stopping-criteria fails with the garbage assistant, which passes it unplanted (its
+    blocks are one token, so #48039's overshoot cannot happen there)."""
     from transformers.generation import utils
 
-    arm = ToyArm("lookup")
+    arm = ToyArm("garbage")
     assert outcome(arm.stopping_criteria) == "passed"
     plant(monkeypatch, utils, "GenerationMixin._get_stopping_criteria",
           "criteria = self._merge_criteria_processor_list(criteria, stopping_criteria)",
