@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_onebit.peers.judge import (assert_law, assert_law_predicted, predicted_passes,
-                                       split_passes)
+from pytest_onebit.peers.judge import (
+    assert_law,
+    assert_law_predicted,
+    predicted_passes,
+    split_passes,
+)
 
 
 def test_first_pass_counts_its_drafts_and_the_prefill_token():
