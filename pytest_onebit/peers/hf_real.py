@@ -93,7 +93,7 @@ class RealArm:
             "I1-text": judge.judged(self.text),
             "I2-next-step": judge.judged(self.next_step),
             "I7-pass-law": judge.judged(self.law),
-            "I9-budget": judge.first_line([judge.judged(lambda n=n: self.budget(n))
+            "I9-budget": judge.first_failure([judge.judged(lambda n=n: self.budget(n))
                                            for n in (1, 2, 3)]),
             "I10-eos": judge.judged(self.eos),
         }

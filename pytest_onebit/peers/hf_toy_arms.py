@@ -82,22 +82,22 @@ class ToyArm:
 
     def judge(self) -> dict[str, Outcome]:
         out = {
-            "I1-text": judge.first_line([judge.judged(lambda p=p, k=k: self.text(p, k))
+            "I1-text": judge.first_failure([judge.judged(lambda p=p, k=k: self.text(p, k))
                                          for p in self.prompts() for k in KS]),
-            "I1-reference": (judge.first_line([judge.judged(lambda p=p: self.matches_onebit(p))
+            "I1-reference": (judge.first_failure([judge.judged(lambda p=p: self.matches_onebit(p))
                                                for p in self.prompts()])
                              if self.flavour != "lookup" else
                              not_applicable("the bigram toy is not onebit's toy base")),
-            "I2-next-step": judge.first_line([judge.judged(lambda p=p: self.next_step(p))
+            "I2-next-step": judge.first_failure([judge.judged(lambda p=p: self.next_step(p))
                                               for p in self.prompts()]),
-            "I9-budget": judge.first_line([judge.judged(lambda n=n: self.budget(n))
+            "I9-budget": judge.first_failure([judge.judged(lambda n=n: self.budget(n))
                                            for n in (1, 2, 3, 5)]),
             "I10-eos": judge.judged(self.eos),
             "I10-stop-string": judge.judged(self.stop_string),
             "I10-stopping-criteria": judge.judged(self.stopping_criteria),
         }
         if self.flavour in LAW:
-            out[LAW[self.flavour]] = judge.first_line(
+            out[LAW[self.flavour]] = judge.first_failure(
                 [judge.judged(lambda p=p, k=k: self.law(p, k))
                  for p in self.prompts() for k in KS])
         return out

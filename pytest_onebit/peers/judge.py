@@ -39,7 +39,7 @@ def judged(fn: Callable[[], str | None]) -> Outcome:
     return passed(detail or "")
 
 
-def first_line(outcomes: Sequence[Outcome]) -> Outcome:
+def first_failure(outcomes: Sequence[Outcome]) -> Outcome:
     """Several runs of one check: the first failure, else a pass listing how many ran."""
     for outcome in outcomes:
         if outcome.status != "passed":

@@ -9,12 +9,12 @@ arm is not applicable and says which is missing.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 from pytest_onebit.assertions import first_divergence
 from pytest_onebit.peers.protocol import Outcome, failed, passed
+from pytest_onebit.peers.transformers_peer import importable
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TOKENS = 48
@@ -44,7 +44,7 @@ class LlamaCppPeer:
     checks = ("I1-text", "I9-budget")
 
     def unavailable(self) -> str | None:
-        if importlib.util.find_spec("llama_cpp") is None:
+        if not importable("llama_cpp"):
             return "llama_cpp not installed"
         if not model_path().is_file():
             return f"no model file at {model_path()}"

@@ -8,6 +8,14 @@ import importlib.util
 from pytest_onebit.peers.judge import CHECKS
 
 
+def importable(module: str) -> bool:
+    """Whether `module` can be imported (a module blocked in sys.modules counts as absent)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # sys.modules[module] is None: blocked
+        return False
+
+
 class TransformersPeer:
     name = "transformers"
     checks = CHECKS
@@ -18,7 +26,7 @@ class TransformersPeer:
 
     def unavailable(self) -> str | None:
         for module in ("torch", "transformers", "tokenizers"):
-            if importlib.util.find_spec(module) is None:
+            if not importable(module):
                 return f"{module} not installed (the peer extra)"
         return None
 

@@ -54,3 +54,31 @@ def test_unknown_arm_is_bad_input(capsys):
     pytest.importorskip("transformers")
     assert main(["peer", "transformers", "--arm", "nope"]) == 2
     assert "unknown transformers arm" in capsys.readouterr().err
+
+
+def test_bad_delta_is_a_usage_error(capsys):
+    """--delta outside (0, 1) is refused by the parser: one line naming it, exit 2."""
+    with pytest.raises(SystemExit) as stop:
+        main(["peer", "transformers", "--delta", "2"])
+    assert stop.value.code == 2
+    assert "--delta must be in (0, 1)" in capsys.readouterr().err
+
+
+BLOCKED = """
+import sys
+sys.modules["torch"] = None  # as if the peer extra were not installed
+from onebit.cli import main
+sys.exit(main(["peer", "transformers", "--format", "json"]))
+"""
+
+
+def test_without_torch_the_peer_is_not_applicable():
+    """Without the peer extra, `onebit peer transformers` says which module is missing and
+    exits 0: nothing ran, nothing failed."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["unavailable"] == "torch not installed (the peer extra)"
