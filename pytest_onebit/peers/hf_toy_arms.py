@@ -52,7 +52,8 @@ class ToyArm:
     def __post_init__(self) -> None:
         self.name = self.name or f"toy-{self.flavour}"
         self.note = self.note or (
-            "prompt lookup (prompt_lookup_num_tokens=k) on the bigram toy (its text repeats)"
+            "prompt lookup (prompt_lookup_num_tokens=k) on the bigram toy (its text repeats; "
+            "it reads only the last token, so a cache crop is the other arms' to catch)"
             if self.flavour == "lookup" else
             f"history toy target, {self.flavour} toy assistant, k in {KS}, constant schedule")
         # prompt lookup's drafts never match the history toy (its text never repeats): the
