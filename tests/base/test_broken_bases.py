@@ -55,19 +55,19 @@ def test_onebit_base_option_fails_a_broken_base_with_the_check_named(pytester):
 
 
 def test_pyargs_conformance_module_runs_the_contract_on_a_named_base(pytester):
-    """With no test file of one's own, `pytest --pyargs pytest_onebit.base_conformance
+    """With no test file of one's own, `pytest --pyargs pytest_onebit.base.conformance
     --onebit-base=...` holds the named base to B1..B7: a base that runs a verify wider than
     its bound fails B5 only; the default (no option) is the strict toy, which passes."""
     _project(pytester)
     (pytester.path / "test_mine.py").unlink()
-    broken = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base_conformance",
+    broken = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base.conformance",
                                            "--onebit-base=broken_bases:wide_verify",
                                            "-p", "no:cacheprovider", "-rf")
     broken.assert_outcomes(failed=1, passed=6)
     broken.stdout.fnmatch_lines(["E   AssertionError: verify of 9 rows (max_batch_rows() = 8) "
                                  "was accepted; the base must refuse it",
                                  "FAILED *TestBase::test_B5_refusals - *"])
-    default = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base_conformance",
+    default = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base.conformance",
                                             "-p", "no:cacheprovider")
     default.assert_outcomes(passed=7)
 

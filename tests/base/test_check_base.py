@@ -6,7 +6,7 @@ import broken_bases
 import pytest
 
 from pytest_onebit import BASE_CHECKS, BaseModelContractError, BaseSettings, ToyBase, check_base
-from pytest_onebit.base_checks import Subject, same
+from pytest_onebit.base.checks import Subject, same
 
 
 def test_check_base_passes_the_strict_toy_and_reports_every_check():
