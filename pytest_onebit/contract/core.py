@@ -249,8 +249,8 @@ class Contract:
         declared = dict(declared or {})
         unknown = [n for n in declared if n not in self.checks]
         if unknown:
-            raise ValueError(f"expected_failed_checks names unknown check(s) {unknown} of the "
-                             f"{self.name} contract; known: {list(self.checks)}")
+            raise ValueError(f"expected_failed_checks names unknown {self.name} check(s) "
+                             f"{unknown}; known: {list(self.checks)}")
         blank = [n for n, why in declared.items() if not isinstance(why, str) or not why.strip()]
         if blank:
             raise ValueError(f"expected_failed_checks needs a reason for each check: {blank}")

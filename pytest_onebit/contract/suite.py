@@ -12,6 +12,7 @@ does not apply to (a loop that cannot sample) skips every test with the reason.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 
 import pytest
@@ -36,6 +37,11 @@ def _make_test(contract: Contract, check: Check):
     return pytest.mark.onebit_check(check.name)(test)
 
 
+def _signature(*names: str) -> inspect.Signature:
+    return inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                              for n in names])
+
+
 def contract_suite(contract: Contract, *, name: str, doc: str, target: str, default: str,
                    grid_attr: str, grid: object, parametrised: bool = True) -> type:
     """A class holding `contract`'s checks as tests.
@@ -45,13 +51,16 @@ def contract_suite(contract: Contract, *, name: str, doc: str, target: str, defa
     class attribute holding the scenarios (`grid` its default; None: each check's own grid),
     or, when not `parametrised`, the one scenario every test reads."""
 
-    def target_fixture(self, request: pytest.FixtureRequest):
-        return request.getfixturevalue(default)
+    def target_fixture(self, **fixtures):
+        return fixtures[default]
 
     target_fixture.__name__ = target
     target_fixture.__doc__ = f"The {contract.name} contract's target; override to bind another."
+    # pytest reads a fixture's arguments from its signature: name the fixtures statically, so
+    # a parametrised override of the target (one base per configuration) parametrises the tests
+    target_fixture.__signature__ = _signature("self", default)
 
-    def onebit_case(self, request: pytest.FixtureRequest, onebit_traces):
+    def onebit_case(self, request: pytest.FixtureRequest, onebit_traces, **fixtures):
         """The case this test's check reads, made once per session and shared."""
         check_name = request.function.onebit_check
         reason = self.expected_failed_checks.get(check_name)
@@ -59,12 +68,14 @@ def contract_suite(contract: Contract, *, name: str, doc: str, target: str, defa
             # Lax: a declared check may fail on some scenarios only (a capped k passes I7 at
             # small k); each passing test is an XPASS, each failing one an xfail.
             request.node.add_marker(pytest.mark.xfail(reason=reason, strict=False))
-        judged = request.getfixturevalue(target)
+        judged = fixtures[target]
         why_not = onebit_traces.not_applicable(contract, judged)
         if why_not is not None:
             pytest.skip(f"{check_name} is not applicable: {why_not}")
         scenario = request.param if parametrised else getattr(self, grid_attr)
         return onebit_traces.case(contract, judged, scenario)
+
+    onebit_case.__signature__ = _signature("self", "request", "onebit_traces", target)
 
     def __init_subclass__(cls, **kwargs) -> None:
         super(suite, cls).__init_subclass__(**kwargs)

@@ -173,7 +173,7 @@ def run_without_stopped(base, head, prompt, **kw):
                                  "*XPASS*test_I8_pass_law_garbage*believed broken*"])
     typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_typo_in_process.py")
     assert typo.ret == pytest.ExitCode.INTERRUPTED
-    typo.stdout.fnmatch_lines(["*unknown check(s) ['I7-pass-lawz']*"])
+    typo.stdout.fnmatch_lines(["*unknown loop check(s) ['I7-pass-lawz']*"])
 
 
 def prove(*args: str, cwd) -> subprocess.CompletedProcess:
