@@ -20,7 +20,7 @@ PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]
 @pytest.mark.parametrize("family", FAMILIES)
 def test_device_logits_within_budget_of_host(onebit_device_model, onebit_host_model, family):
     """At every position of a prompt the device's logits lie within the reduction-scaled
-    budget (pytest_onebit/budget.py) of the host forward's, fed the same tokens."""
+    budget (pytest_onebit/device/budget.py) of the host forward's, fed the same tokens."""
     device, host = onebit_device_model(family), onebit_host_model(family)
     eps = float(np.finfo(host.dtype).eps)
     for pos, token in enumerate(PROMPT):
