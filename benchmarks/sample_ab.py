@@ -95,7 +95,8 @@ def real_forward_tree(tmp: Path) -> str:
 
 def enumeration_times(tmp: Path) -> list[str]:
     """The largest trees of the sampling suite: leaves and seconds."""
-    from pytest_onebit.sampling.checks import distribution_scenarios, execute_sampled
+    from pytest_onebit.sampling.scenarios import distribution_scenarios
+    from pytest_onebit.sampling.trace import execute_sampled
 
     lines = [real_forward_tree(tmp)]
     for s in distribution_scenarios():

@@ -111,7 +111,8 @@ def test_the_declared_contract_is_a_pytest_class(pytester):
     pytester.makepyfile(head_contract=EXAMPLE, heads=(
         "class Head:\n"
         "    def __init__(self, extra=0):\n        self.extra = extra\n\n"
-        "    def propose(self, token, pos, k, hidden):\n        return [token] * (k + self.extra)\n"))
+        "    def propose(self, token, pos, k, hidden):\n"
+        "        return [token] * (k + self.extra)\n"))
     pytester.makeconftest("import pytest\nfrom heads import Head\n\n\n"
                           "@pytest.fixture\ndef my_head_factory():\n    return Head\n")
     pytester.makepyfile(test_heads=(
