@@ -301,3 +301,18 @@ def test_check_sampling_judges_a_loop_that_raises_anything(error):
     report = check_sampling(raising, raise_on_failure=False)
     assert set(report.statuses().values()) == {"failed"}
     assert all(type(error).__name__ in f.message for f in report.failures)
+
+
+def test_sampling_contract_skips_a_loop_that_cannot_sample_with_the_reason(pytester):
+    """SamplingContract held to a forwarding greedy-only loop skips every S test with the
+    reason found by trying it: no test fails and nothing escapes as an error."""
+    pytester.makepyfile(fwd_engine=FORWARDING_LOOPS)
+    pytester.makepyfile(test_sampled=(
+        "from pytest_onebit import SamplingContract\n\n\n"
+        "class TestForwarding(SamplingContract):\n    pass\n"))
+    result = pytester.runpytest_subprocess("--onebit-loop=fwd_engine:run", "-p",
+                                           "no:cacheprovider", "-rs", "-k", "S2 or S3")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) > 0 and "failed" not in outcomes and "passed" not in outcomes
+    result.stdout.fnmatch_lines(["*SKIPPED*S2-seeded is not applicable: the loop does not "
+                                 "sample*unexpected keyword argument 'sampling'*"])
