@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from pytest_onebit.base.checks import BASE, BaseFactory, BaseSettings
-from pytest_onebit.contract.core import ContractFailure, Report
+from pytest_onebit.contract.report import ContractFailure, Report
 
 __all__ = ["BaseModelContractError", "check_base", "resolve_checks"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from onebit.report import Document, Rendered, Table, cols
-from pytest_onebit.contract.core import Report
+from pytest_onebit.contract.report import Report
 from pytest_onebit.loop.checks import CHECKS
 from pytest_onebit.loop.runner import check_loop
 from pytest_onebit.loop.scenarios import arm_scenarios

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from pytest_onebit.contract.core import (
+from pytest_onebit.contract.report import (
     XFAIL,
     XPASS,
     ContractFailure,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from pytest_onebit.contract.core import ContractFailure, Report
+from pytest_onebit.contract.report import ContractFailure, Report
 from pytest_onebit.loop.trace import RunFn
 from pytest_onebit.sampling.checks import SAMPLING
 from pytest_onebit.sampling.scenarios import SamplingScenario
