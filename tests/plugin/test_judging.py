@@ -316,3 +316,16 @@ def test_sampling_contract_skips_a_loop_that_cannot_sample_with_the_reason(pytes
     assert outcomes.get("skipped", 0) > 0 and "failed" not in outcomes and "passed" not in outcomes
     result.stdout.fnmatch_lines(["*SKIPPED*S2-seeded is not applicable: the loop does not "
                                  "sample*unexpected keyword argument 'sampling'*"])
+
+
+def test_prove_declares_expected_failures_of_either_contract():
+    """`prove`'s expected failures reach the contract that owns each check: a sampling check
+    declared on a loop that keeps it is a stale xpass that fails the proof, with its reason in
+    the report; a name of neither contract is a ValueError naming it."""
+    from pytest_onebit.loop.prove import prove
+
+    report = prove(onebit.run, expected_failed_checks={"S3-greedy-limit": "believed broken"})
+    assert report.sampling.status("S3-greedy-limit") == XPASS and not report.ok
+    assert "S3-greedy-limit: believed broken" in report.to_text()
+    with pytest.raises(ValueError, match=r"unknown check\(s\) \['S9-nothing'\]"):
+        prove(onebit.run, expected_failed_checks={"S9-nothing": "x"})
