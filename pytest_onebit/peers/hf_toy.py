@@ -21,7 +21,7 @@ import torch
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from pytest_onebit.toy import ToyBase, mix
+from pytest_onebit.doubles.toy import ToyBase, mix
 
 #: The output field (and keyword) that carries the cache in the installed transformers.
 CACHE_FIELD = ("cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}

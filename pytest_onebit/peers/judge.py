@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pytest_onebit.assertions import assert_pass_law, assert_tokens_equal, first_divergence
+from pytest_onebit.contract.assertions import assert_pass_law, assert_tokens_equal, first_divergence
 from pytest_onebit.peers.protocol import Outcome, failed, passed
 
 #: The checks a peer is held to, in table order. Ids follow docs/contract.md's invariants.

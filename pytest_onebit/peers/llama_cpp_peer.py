@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pytest_onebit.assertions import first_divergence
+from pytest_onebit.contract.assertions import first_divergence
 from pytest_onebit.peers.protocol import Outcome, failed, passed
 from pytest_onebit.peers.transformers_peer import importable
 

@@ -1,6 +1,6 @@
 """Running a peer's arms and the table they make: check x arm, with expected failures
-declared as `check_loop` declares them (an expected failure that passes everywhere is stale,
-and fails the report)."""
+declared through the contract core (`Contract.expected`) and judged by its `Report`: an
+expected failure that passes everywhere is stale, and fails the report."""
 
 from __future__ import annotations
 
@@ -8,8 +8,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from onebit.report import Document, Rendered, Table, cols
-from pytest_onebit.conformance import XFAIL, XPASS, validate_expected
+from pytest_onebit.contract.core import Contract
+from pytest_onebit.contract.report import XPASS, Finding, Report
+from pytest_onebit.peers.judge import CHECK_DOCS
 from pytest_onebit.peers.protocol import FAILED, NOT_APPLICABLE, PASSED, Outcome, Peer
+
+
+def peer_contract(peer: Peer) -> Contract:
+    """The peer's checks as a core `Contract`: a case is one arm's outcomes (`arm.judge()`),
+    and each check fails with its cell's first divergence. Its registry validates declared
+    expected failures (`Contract.expected`: a known check and a reason each)."""
+    contract = Contract(f"{peer.name} peer", prepare=lambda arm, _scenario: arm.judge())
+    for name in peer.checks:
+        def verify(outcomes: Mapping[str, Outcome], name: str = name) -> None:
+            outcome = outcomes.get(name)
+            if outcome is not None and outcome.status == FAILED:
+                raise AssertionError(outcome.detail)
+
+        verify.__doc__ = CHECK_DOCS.get(name, name)
+        contract.check(name)(verify)
+    return contract
 
 
 @dataclass
@@ -26,19 +44,33 @@ class PeerReport(Rendered):
     def cell(self, check: str, arm: str) -> Outcome:
         return self.cells.get((check, arm), Outcome(NOT_APPLICABLE, "not run by this arm"))
 
+    def verdicts(self) -> Report:
+        """The table as the core's one `Report`: each passed or failed cell a run, each failed
+        cell a `Finding` (its arm as the scenario), a check no arm judged not applicable. Its
+        statuses (xfail / xpass for a declared check) and `ok` are the table's."""
+        report = Report(f"{self.peer} peer", ran_by_check=dict.fromkeys(self.checks, 0),
+                        expected_failed_checks=dict(self.expected))
+        for check in self.checks:
+            for arm in self.arms:
+                cell = self.cell(check, arm)
+                if cell.status == NOT_APPLICABLE:
+                    continue
+                report.ran += 1
+                report.ran_by_check[check] += 1
+                if cell.status == FAILED:
+                    report.failures.append(Finding(check, arm, cell.detail))
+            if not report.ran_by_check[check]:
+                report.not_applicable[check] = self.unavailable or "no arm judged it"
+        return report
+
     def status(self, check: str) -> str:
-        """passed / failed / not applicable over every arm; xfail / xpass when declared."""
-        statuses = {self.cell(check, arm).status for arm in self.arms}
-        broken = FAILED in statuses
-        if check in self.expected:
-            return XFAIL if broken else XPASS
-        if broken:
-            return FAILED
-        return PASSED if PASSED in statuses else NOT_APPLICABLE
+        """The core's status of `check` over every arm: passed, failed, not applicable, or
+        xfail / xpass when declared."""
+        return self.verdicts().status(check)
 
     @property
     def ok(self) -> bool:
-        return all(self.status(c) not in (FAILED, XPASS) for c in self.checks)
+        return self.verdicts().ok
 
     def failures(self) -> list[tuple[str, str, str]]:
         return [(c, a, self.cell(c, a).detail) for c in self.checks for a in self.arms
@@ -86,7 +118,7 @@ class PeerReport(Rendered):
 def run_peer(peer: Peer, expected_failed_checks: Mapping[str, str] | None = None
              ) -> PeerReport:
     """Judge every arm of `peer`; a peer that cannot run here gives a report saying why."""
-    expected = validate_expected(expected_failed_checks, peer.checks)
+    expected = peer_contract(peer).expected(expected_failed_checks)
     reason = peer.unavailable()
     if reason is not None:
         return PeerReport(peer.name, "-", peer.checks, expected=expected, unavailable=reason)

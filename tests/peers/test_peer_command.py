@@ -26,6 +26,22 @@ def test_llama_cpp_not_installed_is_not_applicable(capsys):
     assert report["unavailable"] == "llama_cpp not installed"
 
 
+def test_a_declared_check_no_arm_judged_is_not_applicable_not_stale(capsys):
+    """The core's statuses: a declared expected failure on a peer that cannot run here is not
+    applicable (nothing ran), not a stale xpass, so the run exits 0; a declared check the peer
+    does not have is bad input (exit 2)."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is not None:
+        pytest.skip("llama_cpp is installed here: the arm runs instead")
+    assert main(["peer", "llama_cpp", "--format", "json",
+                 "--expect-fail", "I1-text=some open bug"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["checks"]["I1-text"]["status"] == "not applicable"
+    assert main(["peer", "llama_cpp", "--expect-fail", "I10-eos=not a llama_cpp check"]) == 2
+    assert "unknown llama_cpp peer check" in capsys.readouterr().err
+
+
 def test_lookup_arm_table_and_declared_bugs(capsys):
     """Prompt lookup on the installed transformers: every check passes or is a declared open
     upstream bug (exit 0); the JSON names each cell's status."""
