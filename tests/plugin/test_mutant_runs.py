@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-from pathlib import Path
 
 import pytest
 
@@ -84,18 +83,21 @@ def calc_project(tmp_path_factory):
     return root
 
 
-def _run(root: Path, stop: str, fork: bool):
-    (folder,) = find_catalogues(root / "mutants")
-    report = run_catalogue(root, folder, jobs=2, stop=stop, fork=fork, timeout_s=20)
-    return report, {r.mutant.number: r for r in report.results}
+TIMEOUT_S = 15
+ALL = {"01": KILLED, "02": OFF_TARGET, "03": SURVIVED, "04": ERROR, "05": ERROR}
 
 
 @pytest.fixture(scope="module", params=["fork", "process"])
 def first_kill(request, calc_project):
-    """The calc catalogue run with --stop first-kill, forked and as fresh processes."""
-    if request.param == "fork" and not can_fork():
+    """The calc catalogue run with --stop first-kill, forked (every mutant) and as fresh
+    processes (the killed, crashing and hanging ones: the rest is the same code)."""
+    fork = request.param == "fork"
+    if fork and not can_fork():
         pytest.skip("this platform cannot fork")
-    return _run(calc_project, "first-kill", request.param == "fork")
+    (folder,) = find_catalogues(calc_project / "mutants")
+    report = run_catalogue(calc_project, folder, jobs=2, stop="first-kill", fork=fork,
+                           timeout_s=TIMEOUT_S, only=None if fork else ["01", "04", "05"])
+    return report, {r.mutant.number: r for r in report.results}
 
 
 def test_verdicts_do_not_depend_on_stopping_or_forking(first_kill):
@@ -105,10 +107,9 @@ def test_verdicts_do_not_depend_on_stopping_or_forking(first_kill):
     report, by = first_kill
     assert report.baseline_ok and report.baseline.tests == TESTS
     assert set(report.imported_from) == {"calc"}
-    assert {n: r.verdict for n, r in by.items()} == {
-        "01": KILLED, "02": OFF_TARGET, "03": SURVIVED, "04": ERROR, "05": ERROR}
+    assert {n: r.verdict for n, r in by.items()} == {n: ALL[n] for n in by}
     assert f"signal {int(signal.SIGKILL)}" in by["04"].run.detail
-    assert "did not finish in 20 s" in by["05"].run.detail
+    assert f"did not finish in {TIMEOUT_S} s" in by["05"].run.detail
     assert not report.ok
 
 
@@ -119,6 +120,8 @@ def test_first_kill_stops_at_the_first_failing_named_test(first_kill):
     _, by = first_kill
     assert (by["01"].run.tests, by["01"].run.failed) == (1, 1)
     assert by["01"].run.failing_checks == {"A1-add": 1}
+    if "02" not in by:
+        return
     assert by["02"].run.tests == TESTS and by["02"].run.failing_checks == {"A2-neg": 1}
     assert by["03"].run.tests == TESTS and by["03"].run.failed == 0
 
@@ -130,13 +133,13 @@ def test_named_and_never_credit_every_killing_check(calc_project):
     still judged."""
     catalogue = load_catalogue(calc_project / "mutants" / "calc", calc_project)
     first, again = run_catalogues(calc_project, [catalogue, catalogue], jobs=1,
-                                  only=["01", "04", "03"], stop="named", timeout_s=20)
+                                  only=["04", "01"], stop="named", timeout_s=TIMEOUT_S)
     for named in (first, again):
         by = {r.mutant.number: r for r in named.results}
         assert by["01"].verdict == KILLED
         assert (by["01"].run.tests, by["01"].run.failing_checks) == (
             3, {"A1-add": 1, "A1-add-negative": 1})
-        assert by["04"].verdict == ERROR and by["03"].verdict == SURVIVED
+        assert by["04"].verdict == ERROR
         assert named.stop == "named" and "credits the named checks in full" in named.to_text()
     full = run_catalogue(calc_project, catalogue=catalogue, only=["01"], stop="never")
     assert (full.results[0].run.tests, full.results[0].run.failed) == (TESTS, 2)
