@@ -19,13 +19,37 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 PY = sys.executable
-README_TESTS = ["-m", "pytest", "-m", "not device and not slow", "-n", "auto"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_tests() -> list[str]:
+    """README line 2's arguments after the interpreter (`-m pytest -m "not device" ...`)."""
+    line = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[1]
+    return shlex.split(line)[1:]
+
+
+def serial(args: list[str]) -> list[str]:
+    """The same selection without pytest-xdist's options."""
+    out, skip = [], 0
+    for arg in args:
+        if skip:
+            skip -= 1
+        elif arg in ("-n", "--dist"):
+            skip = 1
+        else:
+            out.append(arg)
+    return out
+
+
+README_TESTS = readme_tests()
 ARMS = {
     "prove": {
         "prove (README)": ["-m", "onebit.cli", "prove"],
@@ -34,7 +58,7 @@ ARMS = {
     },
     "tests": {
         "README line 2": README_TESTS,
-        "serial": README_TESTS[:-2],
+        "serial": serial(README_TESTS),
     },
 }
 
