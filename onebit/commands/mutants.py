@@ -16,14 +16,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="apply each hand-written mutant to a scratch copy and show which checks catch it",
         description="Applies every NN-name.diff of each catalogue (a folder under mutants/ "
         "with a catalogue.toml) to a scratch copy of the project (never the working tree), "
-        "runs the catalogue's suite there, and prints mutant | breaks | failing checks | "
+        "runs the catalogue's suite there (every catalogue's runs in one queue), and prints "
+        "mutant | breaks | failing checks | "
         "failed | verdict. Exits 1 if an unmutated suite fails, or a mutant survives, is "
         "caught only by checks its header does not name, or no longer applies; 2 for bad "
         "input.",
     )
     add_format(parser)
     parser.add_argument("--jobs", type=positive("--jobs"), default=2, metavar="N",
-                        help="mutants run at a time, each in its own pytest process (default 2)")
+                        help="runs at a time, each in its own pytest process (default 2)")
     parser.add_argument("--catalogue", type=Path, action="append", default=None, metavar="DIR",
                         help="a catalogue folder (repeatable; default: every catalogue under "
                         "ROOT/mutants)")
