@@ -38,6 +38,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--expect-fail", action="append", default=[], metavar="CHECK=REASON",
                         help="a check known to fail, with the reason (repeatable): reported "
                         "as xfail; if it passes, the proof fails")
+    from onebit.commands.mutants import add_run_options
+
+    add_run_options(parser, default_stop="first-kill")
     return parser
 
 
@@ -91,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
             emit(f"\nmutant catalogues ({root / 'mutants'}), {args.jobs} at a time:")
         try:
             catalogues = run_all(Path(root), catalogue_folders(Path(root), None), jobs=args.jobs,
+                                 stop=args.stop, fork=args.fork,
                                  on_report=None if as_json else
                                  lambda r: emit("\n" + r.render(args.format)))
         except (CatalogueError, ShadowError, OSError, ValueError) as error:
@@ -103,4 +107,9 @@ def main(args: argparse.Namespace) -> int:
         }, indent=2))
     elif skipped and not args.quick:
         emit(f"\n(mutant catalogues skipped: {skipped})")
+    return exit_code(report, catalogues)
+
+
+def exit_code(report, catalogues) -> int:
+    """1 if a check failed or a catalogue is not all killed (a survivor fails the proof)."""
     return 0 if report.ok and all(c.ok for c in catalogues) else 1

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,11 +80,13 @@ def measure_mutant(root: Path, mutant: Mutant, copied: Sequence[str],
                     r["error"]) for r in rows))
 
 
-def measure_catalogue(root: Path, folder: Path) -> list[ControlGap]:
-    """Every mutant of the catalogue in `folder`, measured one after another."""
+def measure_catalogue(root: Path, folder: Path, jobs: int = 2) -> list[ControlGap]:
+    """Every mutant of the catalogue in `folder`, measured `jobs` at a time (each in its own
+    process), in the catalogue's order."""
     catalogue = load_catalogue(folder, root)
     copied = catalogue.config.copied(root, catalogue.folder)
-    return [measure_mutant(root, m, copied) for m in catalogue.mutants]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda m: measure_mutant(root, m, copied), catalogue.mutants))
 
 
 def render(controls: Sequence[ControlGap]) -> str:

@@ -20,6 +20,7 @@ def controls():
     return measure_catalogue(ROOT, CATALOGUE)
 
 
+@pytest.mark.slow  # nine enumerations in scratch copies: the suite's slowest test
 def test_negative_controls_differ(controls, capsys):
     """Every mutant of the sampling catalogue applies and, on at least one S1 scenario where it
     runs to the end, gives some sequence a probability at least 1e-3 away from plain sampling's.
