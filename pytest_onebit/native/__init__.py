@@ -6,23 +6,24 @@ ctypes callbacks, and brings back everything they recorded. `native_base(...)` w
 compiled `onebit_base` as a Python `BaseModel` for B1..B7. docs/c-abi.md tells the story.
 """
 
-from pytest_onebit.native.build import CompileError, compile_library, find_compiler
-from pytest_onebit.native.isolate import ChildFailure, in_child
-from pytest_onebit.native.library import LibraryError, LibrarySpec, parse_spec, probe
-from pytest_onebit.native.loop import NativeLoop, NativeLoopError, NativeRunError, native_loop
+from importlib import import_module
 
-__all__ = [
-    "ChildFailure",
-    "CompileError",
-    "LibraryError",
-    "LibrarySpec",
-    "NativeLoop",
-    "NativeLoopError",
-    "NativeRunError",
-    "compile_library",
-    "find_compiler",
-    "in_child",
-    "native_loop",
-    "parse_spec",
-    "probe",
-]
+# Lazy: the pytest plugin imports `pytest_onebit.native.plugin` in every run, and that must not
+# pull numpy and ctypes in before an option asks for them.
+_WHERE = {
+    "CompileError": "build", "compile_library": "build", "find_compiler": "build",
+    "ChildFailure": "isolate", "in_child": "isolate",
+    "LibraryError": "library", "LibrarySpec": "library", "parse_spec": "library",
+    "probe": "library",
+    "NativeLoop": "loop", "NativeLoopError": "loop", "NativeRunError": "loop",
+    "native_loop": "loop",
+    "NativeBase": "base", "native_base_factory": "base",
+    "NativeLoopContract": "suite", "abi_scenarios": "suite",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -47,6 +47,7 @@ class Bridge:
     failures: list[CallbackFailure] = field(default_factory=list)
     handed: list[int] = field(default_factory=list)  # tokens handed to on_token, in order
     calls: dict[str, int] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)  # every callback called, in order
 
     def __post_init__(self) -> None:
         self.vocab = int(self.base.vocab_size)
@@ -64,6 +65,7 @@ class Bridge:
 
         def callback(_self, *args):
             self.calls[name] = self.calls.get(name, 0) + 1
+            self.log.append(name)
             pos = args[pos_arg] if pos_arg is not None else None
             try:
                 if self.fault is not None and self.fault.callback == name \

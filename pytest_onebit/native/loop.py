@@ -39,10 +39,11 @@ class NativeRunError(DecodeError):
     """`onebit_run` returned a negative status; `.status` is it, `.emitted` what it emitted."""
 
     def __init__(self, message: str, *, culprit: str, pos: int | None, status: int,
-                 emitted: list[int]) -> None:
+                 emitted: list[int], calls: list[str]) -> None:
         super().__init__(message, culprit=culprit, pos=pos)
         self.status = status
         self.emitted = emitted
+        self.calls = calls  # the callbacks the library called, in order (check F1 reads it)
 
 
 def _picklable_state(obj) -> dict:
@@ -67,6 +68,7 @@ class _Answer:
     stats: dict
     failures: list
     handed: list[int]
+    calls: list[str]
     base: dict
     head: dict | None
 
@@ -98,7 +100,7 @@ class NativeLoop:
         return _Answer(status, n_out.value, stopped.value, list(out),
                        {f: getattr(stats, f) for f in L.STATS_FIELDS},
                        [(f.callback, f.pos, f.message) for f in bridge.failures],
-                       bridge.handed, _picklable_state(base),
+                       bridge.handed, bridge.log, _picklable_state(base),
                        _picklable_state(head) if head is not None else None)
 
     def __call__(self, base, head, prompt, *, max_tokens: int, k: int, on_token=None,
@@ -145,7 +147,7 @@ class NativeLoop:
                 why = f"{callback} failed: {why}"
             raise NativeRunError(f"{name} returned status {a.status} after {len(tokens)} "
                                  f"tokens ({why})", culprit=culprit, pos=pos, status=a.status,
-                                 emitted=tokens)
+                                 emitted=tokens, calls=a.calls)
         stats = RunStats(**a.stats)
         return RunResult(tokens=tokens, stats=stats, stopped=bool(a.stopped))
 
