@@ -180,23 +180,27 @@ class Loop {
         return kOk;
     }
 
-    // Emit tokens[0..take) until the consumer stops; commit exactly the emitted ones in the
-    // base and the head. *count is how many.
-    int32_t emit_and_commit(const int32_t *tokens, int32_t take, int32_t *count) {
+    // Emit tokens[0..take) until the consumer stops; returns how many were emitted.
+    int32_t emit_some(const int32_t *tokens, int32_t take) {
         int32_t n = 0;
         while (n < take) {
             n += 1;
             if (!emit(tokens[n - 1])) break;
         }
-        *count = n;
-        MTP_TRY(base_->commit_verify(base_->self, n), kBaseFailed);
-        pos_ += n;
-        if (head_ != nullptr) {
-            int32_t got = 0;
-            MTP_TRY(base_->last_hidden_rows(base_->self, rows_.data(), &got), kBaseFailed);
-            if (got < n) return kBadBase;
-            MTP_TRY(head_->commit_rows(head_->self, tokens, rows_.data(), n), kHeadFailed);
-        }
+        return n;
+    }
+
+    // Tell the head that tokens[0..count) are committed, with the rows of the last verify
+    // from row `first` on.
+    int32_t tell_head(const int32_t *tokens, int32_t first, int32_t count) {
+        if (head_ == nullptr) return kOk;
+        int32_t got = 0;
+        MTP_TRY(base_->last_hidden_rows(base_->self, rows_.data(), &got), kBaseFailed);
+        if (got < first + count) return kBadBase;
+        MTP_TRY(head_->commit_rows(head_->self, tokens,
+                                   rows_.data() + static_cast<size_t>(first) * hidden_size_,
+                                   count),
+                kHeadFailed);
         return kOk;
     }
 
@@ -217,8 +221,11 @@ class Loop {
         int32_t take = 0;
         while (take < static_cast<int32_t>(drafts_.size()) && drafts_[take] == choices_[take])
             take += 1;
-        int32_t count = 0;
-        status = emit_and_commit(batch_.data(), take + 1, &count);
+        // Emit t1 and the accepted drafts; commit exactly the emitted ones.
+        int32_t count = emit_some(batch_.data(), take + 1);
+        MTP_TRY(base_->commit_verify(base_->self, count), kBaseFailed);
+        pos_ += count;
+        status = tell_head(batch_.data(), 0, count);
         if (status != kOk) return status;
         stats_->accepted += count - 1;
         t1_ = choices_[count - 1];  // the bonus token: the base's choice after the last emitted
@@ -253,8 +260,10 @@ class Loop {
         if (status != kOk) return status;
         int32_t take = 1;
         while (take < n && drafts_[take] == choices_[take - 1]) take += 1;
-        int32_t count = 0;
-        status = emit_and_commit(drafts_.data(), take, &count);
+        int32_t count = emit_some(drafts_.data(), take);
+        MTP_TRY(base_->commit_verify(base_->self, count), kBaseFailed);
+        pos_ += count;
+        status = tell_head(drafts_.data(), 0, count);
         if (status != kOk) return status;
         stats_->accepted += count;
         t1_ = choices_[count - 1];
