@@ -8,14 +8,14 @@ the sampling checks S1..S4 when the loop samples), and the cost of each arm of t
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from onebit.report import Document, Rendered, Table, cols
 from pytest_onebit.checks import CHECKS
 from pytest_onebit.conformance import ContractReport, check_loop
 from pytest_onebit.sampling_contract import SAMPLING_CHECKS, check_sampling, sampled_in, samples
-from pytest_onebit.scenarios import arm_scenarios
+from pytest_onebit.scenarios import Scenario, arm_scenarios
 from pytest_onebit.trace import RunFn, Trace
 
 
@@ -99,15 +99,17 @@ class ProveReport(Rendered):
 
 
 def prove(run: RunFn, *, name: str = "onebit.run",
-          expected_failed_checks: Mapping[str, str] | None = None) -> ProveReport:
-    """Hold `run` to every check on every standard scenario; cost the main arms."""
+          expected_failed_checks: Mapping[str, str] | None = None,
+          scenarios: Sequence[Scenario] | None = None) -> ProveReport:
+    """Hold `run` to every check on every standard scenario (or `scenarios`: a compiled loop
+    gets them on the float32-exact toy); cost the main arms."""
     started = time.perf_counter()
-    arms = set(arm_scenarios())
+    arms = {s.id for s in arm_scenarios()}
     costed: list[Arm] = []
 
     def cost(trace: Trace) -> None:
         s = trace.scenario
-        if s in arms and trace.error is None:
+        if s.id in arms and trace.error is None:
             try:
                 tokens = len(trace.tokens)
             except AssertionError:  # a malformed result: the checks say so, the cost cannot
@@ -116,7 +118,7 @@ def prove(run: RunFn, *, name: str = "onebit.run",
             costed.append(Arm(s.flavour, s.k, s.head, tokens, batches, steps,
                               (steps + batches) / tokens if tokens else 0.0))
 
-    contract = check_loop(run, raise_on_failure=False, on_trace=cost,
+    contract = check_loop(run, scenarios, raise_on_failure=False, on_trace=cost,
                           expected_failed_checks=expected_failed_checks)
     sampling = check_sampling(run, raise_on_failure=False) if samples(run) else None
     return ProveReport(name, contract, costed, time.perf_counter() - started, sampling)
