@@ -8,6 +8,7 @@ that value. Linux and macOS only (fork).
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import select
@@ -44,6 +45,7 @@ def in_child(fn: Callable[[], Any], *, timeout: float, what: str = "the library"
     pid = os.fork()
     if pid == 0:  # the child: never return into the caller's code
         os.close(read_end)
+        faulthandler.disable()  # a crash in the library is the parent's to report, quietly
         try:
             try:
                 data = pickle.dumps(("ok", fn()))
