@@ -83,9 +83,9 @@ def check_fault(loop, case: FaultCase) -> None:
         raise AssertionError(f"on_token saw {trace.consumer}, out holds {emitted}")
     committed = trace.base.committed
     want = list(case.scenario.prompt) + emitted
-    if cb == "base.commit_verify":  # the batch it failed to commit is the base's to drop
-        want = want[:len(committed)]
-    elif not emitted:  # a failure in the prefill: what earlier batches committed stays
+    # A failed commit_verify leaves its batch for the base to drop; a failure in the prefill
+    # leaves what earlier batches committed. Either way the base holds a prefix of `want`.
+    if cb == "base.commit_verify" or not emitted:
         want = want[:len(committed)]
     if committed != want:
         raise AssertionError(f"the base committed {committed[len(case.scenario.prompt):]} "

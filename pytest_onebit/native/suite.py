@@ -22,7 +22,8 @@ from pytest_onebit.suite import LoopContract
 def abi_scenarios(scenarios: Iterable[Scenario] | None = None) -> list[Scenario]:
     """`scenarios` (default: the standard grid) on the float32-exact toy: what crosses the ABI
     as float32 is then bit for bit what the checks compare (docs/c-abi.md, Precision)."""
-    return [replace(s, float32=True) for s in (standard_scenarios() if scenarios is None else scenarios)]
+    chosen = standard_scenarios() if scenarios is None else scenarios
+    return [replace(s, float32=True) for s in chosen]
 
 
 class NativeLoopContract(LoopContract):
