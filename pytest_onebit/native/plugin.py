@@ -14,6 +14,10 @@ def add_native_options(group: pytest.OptionGroup) -> None:
     group.addoption("--onebit-base-lib", default=None, metavar="PATH.so[:MAKE[:FREE]]",
                     help="hold a compiled base (onebit_make_base / onebit_free_base by "
                     "default) to B1..B7 instead of --onebit-base")
+    group.addoption("--onebit-require-compiler", action="store_true",
+                    help="fail, instead of skipping, a test that needs the system C/C++ "
+                    "compiler when there is none (the c_loop mutant catalogue passes it, so a "
+                    "machine without g++ cannot report its mutants as survivors)")
     group.addoption("--onebit-lib-timeout", default=10.0, type=float, metavar="SECONDS",
                     help="the most one run of a compiled loop may take (default 10)")
 

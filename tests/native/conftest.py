@@ -11,14 +11,18 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
-def build(tmp_path_factory, *sources: str) -> Path:
-    """`sources` (relative to tests/native) compiled into a .so, or a skip saying why not."""
+def build(config, tmp_path_factory, *sources: str) -> Path:
+    """`sources` (relative to tests/native) compiled into a .so, or a skip saying why not
+    (a failure under --onebit-require-compiler)."""
     from pytest_onebit.native.build import CompileError, compile_library, find_compiler
 
     paths = [HERE / s for s in sources]
     cpp = any(p.suffix == ".cpp" for p in paths)
     if find_compiler(cpp) is None:
-        pytest.skip(f"no {'C++' if cpp else 'C'} compiler on PATH (g++ / cc)")
+        why = f"no {'C++' if cpp else 'C'} compiler on PATH (g++ / cc)"
+        if config.getoption("onebit_require_compiler"):
+            pytest.fail(f"{why}, and --onebit-require-compiler was given")
+        pytest.skip(why)
     try:
         return compile_library(paths, out_dir=tmp_path_factory.getbasetemp() / "native")
     except CompileError as error:
@@ -26,13 +30,13 @@ def build(tmp_path_factory, *sources: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def native_build(tmp_path_factory):
+def native_build(request, tmp_path_factory):
     """`native_build("file.c", ...)`: the path of the compiled library (cached per session)."""
     built: dict = {}
 
     def get(*sources: str) -> Path:
         if sources not in built:
-            built[sources] = build(tmp_path_factory, *sources)
+            built[sources] = build(request.config, tmp_path_factory, *sources)
         return built[sources]
 
     return get
