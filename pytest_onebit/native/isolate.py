@@ -36,6 +36,40 @@ def _describe(status: int) -> str:
     return f"exited with status {os.WEXITSTATUS(status)} before answering"
 
 
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def _read_answer(read_end: int, pid: int, timeout: float, what: str) -> bytes:
+    """Everything the child writes until it closes the pipe; the child is killed (and
+    `ChildFailure` raised) past the time limit or the size limit."""
+    chunks, size = [], 0
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _kill(pid)
+                raise ChildFailure(f"{what} did not return within {timeout:g} s (killed)")
+            ready, _, _ = select.select([read_end], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER:
+                _kill(pid)
+                raise ChildFailure(f"{what} answered with more than {MAX_ANSWER} bytes")
+    finally:
+        os.close(read_end)
+
+
 def in_child(fn: Callable[[], Any], *, timeout: float, what: str = "the library") -> Any:
     """`fn()` computed in a forked child; `ChildFailure` when the child crashes, exits, raises
     or runs past `timeout` seconds (it is then killed)."""
@@ -56,36 +90,14 @@ def in_child(fn: Callable[[], Any], *, timeout: float, what: str = "the library"
         finally:
             os._exit(0)
     os.close(write_end)
-    chunks, size = [], 0
-    deadline = time.monotonic() + timeout
-    timed_out = too_big = False
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            ready, _, _ = select.select([read_end], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(read_end, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_ANSWER:
-                too_big = True
-                break
-    finally:
-        os.close(read_end)
-    if timed_out or too_big:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        if too_big:
-            raise ChildFailure(f"{what} answered with more than {MAX_ANSWER} bytes")
-        raise ChildFailure(f"{what} did not return within {timeout:g} s (killed)")
+        data = _read_answer(read_end, pid, timeout, what)
+    except ChildFailure:  # already killed and reaped
+        raise
+    except BaseException:  # an interrupt in the parent: leave no child behind
+        _kill(pid)
+        raise
     _, status = os.waitpid(pid, 0)
-    data = b"".join(chunks)
     if not data:
         raise ChildFailure(f"{what} {_describe(status)}")
     try:
