@@ -71,7 +71,7 @@ def catalogue_skipped(args: argparse.Namespace, report) -> str | None:
 
 def main(args: argparse.Namespace) -> int:
     from pytest_onebit.loader import LoadError, load_loop
-    from pytest_onebit.prove import prove
+    from pytest_onebit.loop.prove import prove
 
     try:
         if args.loop_lib:  # a compiled loop (pytest_onebit/native)

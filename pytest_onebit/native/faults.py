@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pytest_onebit.loop.scenarios import LONG_PROMPT, Scenario
+from pytest_onebit.loop.trace import execute
 from pytest_onebit.native.bridge import Fault
-from pytest_onebit.scenarios import LONG_PROMPT, Scenario
-from pytest_onebit.trace import execute
 
 NAME = "F1-fault"
 DOC = ("a failing callback stops the loop at once with a negative status; what it emitted is "

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from onebit.report import Document
-from pytest_onebit.conformance import Finding
+from pytest_onebit.contract.report import Finding
+from pytest_onebit.loop.prove import ProveReport, prove
 from pytest_onebit.native.faults import DOC, NAME, check_fault, fault_cases
 from pytest_onebit.native.loop import DEFAULT_TIMEOUT, native_loop
 from pytest_onebit.native.suite import abi_scenarios
-from pytest_onebit.prove import ProveReport, prove
 
 
 @dataclass

@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import pytest
 
+from pytest_onebit.loop.scenarios import Scenario, standard_scenarios
+from pytest_onebit.loop.suite import LoopContract
 from pytest_onebit.native.faults import DOC, FaultCase, check_fault, fault_cases
-from pytest_onebit.scenarios import Scenario, standard_scenarios
-from pytest_onebit.suite import LoopContract
 
 
 def abi_scenarios(scenarios: Iterable[Scenario] | None = None) -> list[Scenario]:

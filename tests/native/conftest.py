@@ -30,8 +30,9 @@ def build(config, tmp_path_factory, *sources: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def native_build(request, tmp_path_factory):
-    """`native_build("file.c", ...)`: the path of the compiled library (cached per session)."""
+def onebit_native_build(request, tmp_path_factory):
+    """`onebit_native_build("file.c", ...)`: the path of the compiled library (cached per
+    session)."""
     built: dict = {}
 
     def get(*sources: str) -> Path:
@@ -43,8 +44,8 @@ def native_build(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def mtp_loop(native_build):
+def onebit_mtp_loop(onebit_native_build):
     """The NPU engine's loop, ported (tests/native/mtp_loop.cpp), as a run()."""
     from pytest_onebit.native.loop import native_loop
 
-    return native_loop(str(native_build("mtp_loop.cpp")))
+    return native_loop(str(onebit_native_build("mtp_loop.cpp")))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import onebit
-from pytest_onebit.conformance import check_loop
+from pytest_onebit.loop.runner import check_loop
 from pytest_onebit.native.build import CompileError, compile_library, find_compiler
 from pytest_onebit.native.prove import prove_library
 from pytest_onebit.native.suite import abi_scenarios
@@ -17,7 +17,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "c_loop" / "loop.c"
 
 
 @pytest.fixture(scope="module")
-def example_so(tmp_path_factory) -> Path:
+def onebit_example_so(tmp_path_factory) -> Path:
     if find_compiler(cpp=False) is None:
         pytest.skip("no C compiler on PATH (cc)")
     try:  # the README's flags, warnings as errors: the example must build clean
@@ -27,10 +27,10 @@ def example_so(tmp_path_factory) -> Path:
         pytest.fail(str(error))
 
 
-def test_the_example_keeps_the_contract_as_onebit_run_does(example_so):
+def test_the_example_keeps_the_contract_as_onebit_run_does(onebit_example_so):
     """Every check passes on the example, on as many scenarios per check as for onebit.run,
     and F1 passes on every fault case."""
-    report = prove_library(str(example_so))
+    report = prove_library(str(onebit_example_so))
     python = check_loop(onebit.run, abi_scenarios(), raise_on_failure=False)
     assert report.ok, report.render("text")
     assert report.contract.ran_by_check == python.ran_by_check

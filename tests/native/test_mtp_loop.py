@@ -11,5 +11,5 @@ from pytest_onebit.native.suite import NativeLoopContract
 
 class TestMtpLoop(NativeLoopContract):
     @pytest.fixture
-    def loop(self, mtp_loop):
-        return mtp_loop
+    def loop(self, onebit_mtp_loop):
+        return onebit_mtp_loop

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from onebit.commands import mutants as mutants_command
-from pytest_onebit.checks import CHECKS
+from pytest_onebit.loop.checks import CHECKS
 from pytest_onebit.mutants import (
     ERROR,
     KILLED,

@@ -8,8 +8,8 @@ import pytest
 
 import onebit
 from pytest_onebit.mutants.controls import MARGIN, measure_catalogue, render
-from pytest_onebit.sampling_contract import SamplingScenario
-from pytest_onebit.sampling_gaps import gaps, largest_gap
+from pytest_onebit.sampling.gaps import gaps, largest_gap
+from pytest_onebit.sampling.scenarios import SamplingScenario
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT / "mutants" / "sampling"

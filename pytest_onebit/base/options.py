@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-DEFAULT_BASE = "pytest_onebit.base_plugin:strict_toy_base"
+DEFAULT_BASE = "pytest_onebit.base.options:strict_toy_base"
 
 
 def strict_toy_base():
     """The default base under test: the toy base, refusing misuse instead of counting it."""
-    from pytest_onebit.toy import ToyBase
+    from pytest_onebit.doubles.toy import ToyBase
 
     return ToyBase(strict=True)
 
@@ -54,9 +54,3 @@ def onebit_base(request: pytest.FixtureRequest):
     """The base factory under test: what --onebit-base names, or the strict toy base."""
     factory = getattr(request.config, "_onebit_base", None)
     return factory if factory is not None else strict_toy_base
-
-
-@pytest.fixture(scope="session")
-def onebit_base_subjects() -> dict:
-    """(factory, settings) -> Subject: the stepped truth is made once per session."""
-    return {}

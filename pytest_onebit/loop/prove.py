@@ -1,8 +1,8 @@
 """`onebit prove`: hold a loop to the whole contract on the toy base and say so at a glance.
 
 The report has two tables: checks passed / failed per invariant (every standard scenario, then
-the sampling checks S1..S4 when the loop samples), and the cost of each arm of the main grid
-(round kind x head x k) in base passes.
+the sampling checks S1..S4, not applicable with the reason to a loop that does not sample),
+and the cost of each arm of the main grid (round kind x head x k) in base passes.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from onebit.report import Document, Rendered, Table, cols
-from pytest_onebit.checks import CHECKS
-from pytest_onebit.conformance import ContractReport, check_loop
-from pytest_onebit.sampling_contract import SAMPLING_CHECKS, check_sampling, sampled_in, samples
-from pytest_onebit.scenarios import Scenario, arm_scenarios
-from pytest_onebit.trace import RunFn, Trace
+from pytest_onebit.contract.report import Report
+from pytest_onebit.loop.checks import CHECKS
+from pytest_onebit.loop.runner import check_loop
+from pytest_onebit.loop.scenarios import Scenario, arm_scenarios
+from pytest_onebit.loop.trace import RunFn, Trace
+from pytest_onebit.sampling.checks import SAMPLING_CHECKS
+from pytest_onebit.sampling.runner import check_sampling
 
 
 @dataclass(frozen=True)
@@ -33,19 +35,19 @@ class Arm:
 @dataclass
 class ProveReport(Rendered):
     loop: str
-    contract: ContractReport
+    contract: Report
     arms: list[Arm] = field(default_factory=list)
     seconds: float = 0.0
-    sampling: ContractReport | None = None  # S1..S4; None for a loop that does not sample
+    sampling: Report | None = None  # S1..S4 (not applicable, with why, to a greedy-only loop)
 
     @property
     def ok(self) -> bool:
         return self.contract.ok and (self.sampling is None or self.sampling.ok)
 
     @property
-    def combined(self) -> ContractReport:
+    def combined(self) -> Report:
         """The loop checks and the sampling checks as one report."""
-        return sampled_in(self.contract, self.sampling)
+        return self.contract.merged(self.sampling)
 
     def check_rows(self) -> list[tuple[str, int, int, str, str]]:
         """(check, passed, failed, status, what it proves) per check that ran."""
@@ -76,10 +78,15 @@ class ProveReport(Rendered):
                      [(a.round, str(a.k), a.head, str(a.batches), str(a.steps),
                        f"{a.passes_per_token:.3f}") for a in self.arms])
         blocks: list = [checks, arms]
-        reasons = self.contract.expected_failed_checks
+        reasons = self.combined.expected_failed_checks
         if reasons:
             blocks.append("expected failures: " + "; ".join(f"{n}: {why}"
                                                               for n, why in reasons.items()))
+        skipped = self.combined.not_applicable
+        if skipped:
+            blocks.append(f"not applicable: {', '.join(skipped)}: "
+                          f"{next(iter(skipped.values()))}")
+        reasons = {**reasons, **skipped}
         if self.combined.unexpected_failures:
             blocks.append("first failures:\n" + "\n".join(
                 f"  {f.check} [{f.scenario}]: {f.message.splitlines()[0] if f.message else ''}"
@@ -118,7 +125,15 @@ def prove(run: RunFn, *, name: str = "onebit.run",
             costed.append(Arm(s.flavour, s.k, s.head, tokens, batches, steps,
                               (steps + batches) / tokens if tokens else 0.0))
 
+    declared = dict(expected_failed_checks or {})
+    unknown = [n for n in declared if n not in CHECKS and n not in SAMPLING_CHECKS]
+    if unknown:  # each contract validates its own; a name of neither is named here
+        raise ValueError(f"expected_failed_checks names unknown check(s) {unknown}; known: "
+                         f"{[*CHECKS, *SAMPLING_CHECKS]}")
     contract = check_loop(run, scenarios, raise_on_failure=False, on_trace=cost,
-                          expected_failed_checks=expected_failed_checks)
-    sampling = check_sampling(run, raise_on_failure=False) if samples(run) else None
+                          expected_failed_checks={n: r for n, r in declared.items()
+                                                  if n in CHECKS})
+    sampling = check_sampling(run, raise_on_failure=False,
+                              expected_failed_checks={n: r for n, r in declared.items()
+                                                      if n in SAMPLING_CHECKS})
     return ProveReport(name, contract, costed, time.perf_counter() - started, sampling)

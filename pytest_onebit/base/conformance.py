@@ -1,11 +1,11 @@
 """The base contract with nothing else, for one command line:
 
-    pytest --pyargs pytest_onebit.base_conformance --onebit-base=my_package.models:make_base
+    pytest --pyargs pytest_onebit.base.conformance --onebit-base=my_package.models:make_base
 
 holds the bases `make_base()` returns to checks B1..B7 (docs/base-contract.md).
 """
 
-from pytest_onebit.base_suite import BaseContract
+from pytest_onebit.base.suite import BaseContract
 
 
 class TestBase(BaseContract):

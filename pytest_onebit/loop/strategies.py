@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from pytest_onebit.contract import Scenario
+from pytest_onebit.loop.scenarios import Scenario
 
 VOCAB = 64
 

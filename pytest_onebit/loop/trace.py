@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_onebit.scenarios import Scenario
+from pytest_onebit.loop.scenarios import Scenario
 
 RunFn = Callable[..., Any]
 
@@ -26,8 +26,8 @@ class Trace:
     """What happened when a loop ran one scenario, next to what plain decode did."""
 
     scenario: Scenario
-    base: Any  # a pytest_onebit.toy.ToyBase that counts everything
-    head: Any  # a pytest_onebit.heads.OracleHead, or None
+    base: Any  # a pytest_onebit.doubles.toy.ToyBase that counts everything
+    head: Any  # a pytest_onebit.doubles.heads.OracleHead, or None
     reference: Any  # onebit.greedy's RunResult
     result: Any = None
     error: BaseException | None = None
@@ -119,7 +119,7 @@ def stopper(stop_at: int | None, seen: list[int]) -> Callable[[int], bool]:
 def execute(run: RunFn, scenario: Scenario) -> Trace:
     """Run `scenario` through `run` (any implementation of onebit.run's signature)."""
     from onebit.loop import greedy
-    from pytest_onebit.heads import Oracle
+    from pytest_onebit.doubles.heads import Oracle
 
     s = scenario
     # The oracle looks further than the budget (and than an over-proposing head reaches) so

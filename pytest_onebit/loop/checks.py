@@ -1,44 +1,27 @@
 """The loop's invariants I1..I13 as named checks.
 
 Each check reads one `Trace` (what a loop did on one scenario, next to plain decode) and raises
-`AssertionError` saying what broke. Its name is stable (it is in every test id and in the
-mutant table), its id is the part before the first dash (`I7`), and its docstring says what it
-proves. `docs/contract.md` explains each invariant; `CONTRIBUTING.md` how to add a check.
+`AssertionError` saying what broke; `LOOP` (a `pytest_onebit.contract.Contract`) holds them.
+A check's name is stable (it is in every test id and in the mutant table), its id is the part
+before the first dash (`I7`), and its docstring says what it proves. `docs/contract.md`
+explains each invariant; `CONTRIBUTING.md` how to add a check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from pytest_onebit.contract.assertions import (
+    assert_pass_law,
+    assert_rows_in_order,
+    assert_tokens_equal,
+)
+from pytest_onebit.contract.core import Contract
+from pytest_onebit.loop.scenarios import Scenario, standard_scenarios
+from pytest_onebit.loop.trace import Trace, execute
 
-from pytest_onebit.assertions import assert_pass_law, assert_rows_in_order, assert_tokens_equal
-from pytest_onebit.scenarios import Scenario
-from pytest_onebit.trace import Trace
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str  # stable: it is in every test id and in the mutant table
-    doc: str
-    verify: Callable[[Trace], None]
-    applies: Callable[[Scenario], bool] = lambda s: True
-
-    @property
-    def invariant(self) -> str:
-        return self.name.split("-", 1)[0]
-
-
-CHECKS: dict[str, Check] = {}
-
-
-def check(name: str, applies: Callable[[Scenario], bool] = lambda s: True):
-    """Register a check under its stable name; its docstring says what it proves."""
-
-    def register(fn: Callable[[Trace], None]) -> Callable[[Trace], None]:
-        CHECKS[name] = Check(name, (fn.__doc__ or "").strip(), fn, applies)
-        return fn
-
-    return register
+#: The loop contract: a case is one `Trace` (the loop run on one scenario, next to greedy).
+LOOP = Contract("loop", prepare=execute, scenarios=standard_scenarios)
+CHECKS = LOOP.checks
+check = LOOP.check
 
 
 def _with_head(s: Scenario) -> bool:
@@ -111,7 +94,7 @@ def _rows_the_head_must_see(t: Trace) -> list[int]:
     return t.prompt + (tokens if fell_back is None else tokens[:fell_back])
 
 
-@check("I5-drafter-rows", _with_head)
+@check("I5-drafter-rows", applies=_with_head)
 def check_drafter_rows(t: Trace) -> None:
     """I5: the head is reset once, and its commit_rows calls, concatenated, are prompt +
     emitted, each token once, in order, with the base's hidden row for its position (up to a
@@ -126,7 +109,7 @@ def check_drafter_rows(t: Trace) -> None:
                          t.base.rows_of(expected))
 
 
-@check("I6-hidden", _with_head)
+@check("I6-hidden", applies=_with_head)
 def check_hidden(t: Trace) -> None:
     """I6: a one-pass head is never handed a hidden; a two-pass head is handed the base's
     hidden row after t1, at t1's position."""
@@ -155,7 +138,7 @@ def _perfect_unstopped(s: Scenario) -> bool:
     return s.head in ("perfect", "over") and s.stop_at is None
 
 
-@check("I7-pass-law", _perfect_unstopped)
+@check("I7-pass-law", applies=_perfect_unstopped)
 def check_pass_law_perfect(t: Trace) -> None:
     """I7: with a perfect head, one-pass takes ceil(N / (k' + 1)) decode passes (at most one a
     plain step), two-pass 2 * ceil(N / (k'' + 1)) or one fewer; a head that answers with more
@@ -166,7 +149,7 @@ def check_pass_law_perfect(t: Trace) -> None:
                     k=s.k, max_batch_rows=s.max_batch_rows, two_pass=s.two_pass)
 
 
-@check("I8-pass-law-garbage", lambda s: s.head in ("garbage", "silent"))
+@check("I8-pass-law-garbage", applies=lambda s: s.head in ("garbage", "silent"))
 def check_pass_law_garbage(t: Trace) -> None:
     """I8: with a head that is always wrong, exactly one decode pass per emitted token (plain
     decode's cost), and no batch for drafts the step already rejected; with a head that
@@ -198,7 +181,7 @@ def check_budget(t: Trace) -> None:
             )
 
 
-@check("I10-consumer-stop", lambda s: s.stop_at is not None)
+@check("I10-consumer-stop", applies=lambda s: s.stop_at is not None)
 def check_consumer_stop(t: Trace) -> None:
     """I10: when the consumer stops on the j-th token, j tokens are emitted and exactly j are
     committed, wherever in a round the stop falls."""
@@ -219,7 +202,7 @@ def check_consumer_stop(t: Trace) -> None:
         raise AssertionError("the consumer stopped the run but result.stopped is False")
 
 
-@check("I11-degenerate-base", lambda s: s.max_batch_rows == 1 and s.head is not None)
+@check("I11-degenerate-base", applies=lambda s: s.max_batch_rows == 1 and s.head is not None)
 def check_degenerate_base(t: Trace) -> None:
     """I11: a base that takes one row per verify gives a one-pass loop plain steps only, and
     every committed row still reaches the head."""
@@ -296,16 +279,3 @@ def check_prefill(t: Trace) -> None:
         want = ", ".join(f"verify({rows}) at {pos}" for _, pos, rows in expected)
         raise AssertionError(f"the prefill of {p} prompt tokens (prefill width {w}) should be "
                              f"{want}; the base saw {got}")
-
-
-def run_check(check: Check, trace: Trace) -> None:
-    """Run one check; whatever it trips over in the loop's output becomes an AssertionError
-    naming the check and the exception, so the contract judges and never crashes."""
-    __tracebackhide__ = True
-    try:
-        check.verify(trace)
-    except AssertionError:
-        raise
-    except Exception as error:  # a malformed result may make any read raise
-        raise AssertionError(f"{check.name}: reading the loop's result raised "
-                             f"{type(error).__name__}: {error}") from error

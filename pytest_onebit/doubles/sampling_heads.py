@@ -32,7 +32,7 @@ import numpy as np
 from onebit.heads.choose import choose
 from onebit.protocols import Drafts
 from onebit.sampling import Rng, Sampling, is_greedy, warp
-from pytest_onebit.toy import ToyBase
+from pytest_onebit.doubles.toy import ToyBase
 
 FLAVOURS = ("one-pass", "two-pass")
 

@@ -21,7 +21,7 @@ class Scenario:
     """One run to hold a loop to: every knob that changes what the loop must do."""
 
     flavour: str = "one-pass"  # one-pass | two-pass (ignored when head is None)
-    head: str | None = "perfect"  # a name in pytest_onebit.heads.HEADS, "pattern", or None
+    head: str | None = "perfect"  # a name in pytest_onebit.doubles.heads.HEADS, "pattern", or None
     k: int = 7
     max_batch_rows: int = 8
     rows_shape: str = "prefix"
@@ -61,14 +61,14 @@ class Scenario:
         return "-".join(parts)
 
     def make_base(self):
-        from pytest_onebit.toy import ToyBase
+        from pytest_onebit.doubles.toy import ToyBase
 
         return ToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
                        rows_shape=self.rows_shape, seed=self.seed,
                        max_prefill_rows=self.prefill_rows, float32=self.float32)
 
     def make_head(self, oracle):
-        from pytest_onebit.heads import HEADS, pattern_head
+        from pytest_onebit.doubles.heads import HEADS, pattern_head
 
         if self.head is None:
             return None

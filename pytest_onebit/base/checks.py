@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pytest_onebit.contract.core import Contract
+
 BaseFactory = Callable[[], object]
 
 #: How a base refuses a call it must not accept: a typed error, not a crash or silence.
@@ -271,28 +273,11 @@ class Subject:
 # The checks
 
 
-@dataclass(frozen=True)
-class BaseCheck:
-    name: str  # stable: "B2-commit-exact"; the id before the dash is what a mutant names
-    doc: str
-    run: Callable[[Subject], None]
-
-    @property
-    def id(self) -> str:
-        return self.name.split("-", 1)[0]
-
-
-BASE_CHECKS: dict[str, BaseCheck] = {}
-
-
-def base_check(name: str):
-    """Register a base check under its stable name; its docstring says what it proves."""
-
-    def register(fn: Callable[[Subject], None]) -> Callable[[Subject], None]:
-        BASE_CHECKS[name] = BaseCheck(name, " ".join((fn.__doc__ or "").split()), fn)
-        return fn
-
-    return register
+#: The base contract: a case is one `Subject` (a factory, its settings, stepping's record).
+BASE = Contract("base", prepare=lambda factory, settings: Subject(factory, settings),
+                scenarios=lambda: [BaseSettings()], scenario_id=lambda settings: "")
+BASE_CHECKS = BASE.checks
+base_check = BASE.check
 
 
 @base_check("B1-verify-rows")

@@ -7,7 +7,7 @@ every S1 scenario and reports, per scenario, the largest per-sequence difference
 sampling's exact distribution, or the error the loop raised there. `largest_gap` picks the
 worst scenario that ran to the end.
 
-    python -m pytest_onebit.sampling_gaps [MODULE:FUNC]
+    python -m pytest_onebit.sampling.gaps [MODULE:FUNC]
 
 prints the gaps of the loop it imports (default `onebit.loop:run`) as JSON, one object per
 scenario: how `pytest_onebit.mutants.controls` measures a mutant inside its scratch copy.
@@ -20,13 +20,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from pytest_onebit.enumeration import distance
-from pytest_onebit.sampling_contract import (
-    SamplingScenario,
-    distribution_scenarios,
-    execute_sampled,
-)
-from pytest_onebit.trace import RunFn
+from pytest_onebit.loop.trace import RunFn
+from pytest_onebit.sampling.enumeration import distance
+from pytest_onebit.sampling.scenarios import SamplingScenario, distribution_scenarios
+from pytest_onebit.sampling.trace import execute_sampled
 
 
 @dataclass(frozen=True)
