@@ -3,7 +3,8 @@
 Installing onebit registers the pytest plugin (`pytest_onebit.plugin`). What a test imports:
 the assertions, the test doubles (toy base, oracle heads), the three contracts (loop I1..I13,
 base B1..B7, sampling S1..S4: each a `Contract` of the core, with its `check_*` function and its
-pytest class) and the core itself, to declare a fourth.
+pytest class), the core itself, to declare a fourth, and the holders of compiled loops and
+bases (C ABI).
 Every name is imported on first use, so loading the plugin costs nothing, and the contract
 (`check_loop`, `onebit prove`) runs without pytest installed.
 """
@@ -41,6 +42,10 @@ _EXPORTS = {
     **dict.fromkeys(("SamplingContractError", "check_sampling"), "pytest_onebit.sampling.runner"),
     "SamplingContract": "pytest_onebit.sampling.suite",
     "assert_distribution_equivalent": "pytest_onebit.sampling.enumeration",
+    "LibraryError": "pytest_onebit.native.library",
+    "native_loop": "pytest_onebit.native.loop",
+    "native_base_factory": "pytest_onebit.native.base",
+    **dict.fromkeys(("NativeLoopContract", "abi_scenarios"), "pytest_onebit.native.suite"),
 }
 
 __all__ = sorted(_EXPORTS)

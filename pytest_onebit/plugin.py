@@ -20,6 +20,7 @@ from pytest_onebit.base.options import (  # noqa: F401 (fixtures)
     configure_base,
     onebit_base,
 )
+from pytest_onebit.native import plugin as native_plugin  # pytest only
 
 DEFAULT_LOOP = "onebit.loop:run"
 
@@ -33,11 +34,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"the run() implementation the contract suite holds (default {DEFAULT_LOOP})",
     )
     add_base_options(group)
+    native_plugin.add_native_options(group)
 
 
 def _loop_option(config: pytest.Config):
-    """The loop --onebit-loop names, loaded once per session; a bad spec is a usage error."""
+    """The loop --onebit-loop-lib or --onebit-loop names, loaded once per session; a bad spec
+    is a usage error."""
     loop = getattr(config, "_onebit_loop", None)
+    if loop is None:
+        loop = native_plugin.native_loop_option(config)  # --onebit-loop-lib wins
     if loop is None:
         from pytest_onebit.loader import LoadError, load_loop
 
@@ -59,13 +64,16 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_onebit.contract import profiles
 
         profiles.register()
-    if config.getoption("onebit_loop") != DEFAULT_LOOP:
+    if config.getoption("onebit_loop") != DEFAULT_LOOP or native_plugin.abi_mode(config):
         _loop_option(config)  # a bad --onebit-loop fails at start-up, not in the first test
     configure_base(config)
+    config._onebit_base = native_plugin.native_base_option(config) or config._onebit_base
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"onebit: loop {config.getoption('onebit_loop')}, {base_header(config)}"]
+    loop = config.getoption("onebit_loop_lib", None) or config.getoption("onebit_loop")
+    base = config.getoption("onebit_base_lib", None)
+    return [f"onebit: loop {loop}, {f'base {base}' if base else base_header(config)}"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -77,6 +85,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     name = metafunc.function.onebit_check
     scenarios = contract.grid(name, getattr(metafunc.cls, attr))
+    if native_plugin.abi_mode(metafunc.config):  # a compiled loop: the float32-exact toy
+        from pytest_onebit.loop.checks import LOOP
+        from pytest_onebit.native.suite import abi_scenarios
+
+        if contract is LOOP:
+            scenarios = abi_scenarios(scenarios)
     if not scenarios:
         skip = pytest.mark.skip(reason=f"no scenario of {metafunc.cls.__name__} exercises {name}")
         metafunc.parametrize("onebit_case", [pytest.param(None, marks=skip)],

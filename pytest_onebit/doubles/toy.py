@@ -48,6 +48,9 @@ class ToyConfig:
     seed: int = 0
     strict: bool = False  # refuse misuse (raise) instead of counting it
     max_prefill_rows: int | None = None  # a wider prefill batch; None: max_batch_rows
+    # Every hidden value and logit a float32 holds exactly, so that what crosses the C ABI
+    # (float32) is bit for bit what the checks compare (pytest_onebit/native).
+    float32: bool = False
 
     def __post_init__(self) -> None:
         if self.vocab_size < 2:
@@ -77,9 +80,10 @@ class ToyBase:
         seed: int = 0,
         strict: bool = False,
         max_prefill_rows: int | None = None,
+        float32: bool = False,
     ) -> None:
         self.config = ToyConfig(vocab_size, hidden, max_batch_rows, rows_shape, seed, strict,
-                                max_prefill_rows)
+                                max_prefill_rows, float32)
         rng = np.random.default_rng(seed)
         self._unembed = rng.standard_normal((vocab_size, hidden))
         self._lanes = (np.arange(1, hidden + 1, dtype=np.uint64) * np.uint64(_GOLDEN)).astype(
@@ -112,10 +116,13 @@ class ToyBase:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(_C1)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(_C2)
         z = z ^ (z >> np.uint64(31))
+        if self.config.float32:  # 24 significant bits: exact in a float32
+            return (z >> np.uint64(40)).astype(np.float64) * (2.0**-23) - 1.0
         return (z >> np.uint64(11)).astype(np.float64) * (2.0**-52) - 1.0
 
     def logits_of(self, hidden: np.ndarray) -> np.ndarray:
-        return self._unembed @ hidden
+        logits = self._unembed @ hidden
+        return logits.astype(np.float32).astype(np.float64) if self.config.float32 else logits
 
     # -- BaseModel --------------------------------------------------------------------------
 

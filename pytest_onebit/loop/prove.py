@@ -8,14 +8,14 @@ and the cost of each arm of the main grid (round kind x head x k) in base passes
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from onebit.report import Document, Rendered, Table, cols
 from pytest_onebit.contract.report import Report
 from pytest_onebit.loop.checks import CHECKS
 from pytest_onebit.loop.runner import check_loop
-from pytest_onebit.loop.scenarios import arm_scenarios
+from pytest_onebit.loop.scenarios import Scenario, arm_scenarios
 from pytest_onebit.loop.trace import RunFn, Trace
 from pytest_onebit.sampling.checks import SAMPLING_CHECKS
 from pytest_onebit.sampling.runner import check_sampling
@@ -106,15 +106,17 @@ class ProveReport(Rendered):
 
 
 def prove(run: RunFn, *, name: str = "onebit.run",
-          expected_failed_checks: Mapping[str, str] | None = None) -> ProveReport:
-    """Hold `run` to every check on every standard scenario; cost the main arms."""
+          expected_failed_checks: Mapping[str, str] | None = None,
+          scenarios: Sequence[Scenario] | None = None) -> ProveReport:
+    """Hold `run` to every check on every standard scenario (or `scenarios`: a compiled loop
+    gets them on the float32-exact toy); cost the main arms."""
     started = time.perf_counter()
-    arms = set(arm_scenarios())
+    arms = {s.id for s in arm_scenarios()}
     costed: list[Arm] = []
 
     def cost(trace: Trace) -> None:
         s = trace.scenario
-        if s in arms and trace.error is None:
+        if s.id in arms and trace.error is None:
             try:
                 tokens = len(trace.tokens)
             except AssertionError:  # a malformed result: the checks say so, the cost cannot
@@ -128,7 +130,7 @@ def prove(run: RunFn, *, name: str = "onebit.run",
     if unknown:  # each contract validates its own; a name of neither is named here
         raise ValueError(f"expected_failed_checks names unknown check(s) {unknown}; known: "
                          f"{[*CHECKS, *SAMPLING_CHECKS]}")
-    contract = check_loop(run, raise_on_failure=False, on_trace=cost,
+    contract = check_loop(run, scenarios, raise_on_failure=False, on_trace=cost,
                           expected_failed_checks={n: r for n, r in declared.items()
                                                   if n in CHECKS})
     sampling = check_sampling(run, raise_on_failure=False,

@@ -32,6 +32,7 @@ class Scenario:
     vocab_size: int = 64
     seed: int = 0
     prefill_rows: int | None = None  # the base's max_prefill_rows(); None: max_batch_rows
+    float32: bool = False  # a float32-exact toy, for a loop behind the C ABI (not in the id)
 
     @property
     def two_pass(self) -> bool:
@@ -64,7 +65,7 @@ class Scenario:
 
         return ToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
                        rows_shape=self.rows_shape, seed=self.seed,
-                       max_prefill_rows=self.prefill_rows)
+                       max_prefill_rows=self.prefill_rows, float32=self.float32)
 
     def make_head(self, oracle):
         from pytest_onebit.doubles.heads import HEADS, pattern_head
