@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from onebit.heads.errors import DraftFileError
+from onebit.models import config as config_fields
 
 
 def linear(weight: np.ndarray, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
@@ -274,15 +275,13 @@ def read_stack_fields(d: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def positive_int(value: Any, name: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise DraftFileError(f"{source}: field '{name}' must be a positive integer, got {value!r}")
-    return value
+    """The models' field check (`onebit.models.config.positive_int`), as a `DraftFileError`."""
+    return config_fields.positive_int(value, name, source, DraftFileError)
 
 
 def positive_number(value: Any, name: str, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise DraftFileError(f"{source}: field '{name}' must be a positive number, got {value!r}")
-    return float(value)
+    """The models' field check (finite and > 0), as a `DraftFileError`."""
+    return config_fields.positive_number(value, name, source, DraftFileError)
 
 
 @dataclass

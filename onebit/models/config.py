@@ -214,15 +214,7 @@ class ModelConfig:
         ):
             positive_int(getattr(self, name), name, source)
         for name in ("rms_norm_eps", "rope_theta", "partial_rotary_factor"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not (math.isfinite(value) and value > 0)
-            ):
-                raise ModelConfigError(
-                    f"{source}: field '{name}' must be a positive number, got {shown(value)}"
-                )
+            positive_number(getattr(self, name), name, source)
         if self.num_attention_heads % self.num_key_value_heads:
             raise ModelConfigError(
                 f"{source}: field 'num_key_value_heads' ({self.num_key_value_heads}) must divide "
@@ -297,12 +289,23 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def positive_int(value: Any, name: str, source: str) -> int:
+def positive_int(value: Any, name: str, source: str,
+                 error: type[Exception] = ModelConfigError) -> int:
+    """`value` when it is an int > 0 (not a bool); `error` naming the field otherwise. Shared by
+    every config reader (models, draft heads), each passing its own error type."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelConfigError(
-            f"{source}: field '{name}' must be a positive integer, got {shown(value)}"
-        )
+        raise error(f"{source}: field '{name}' must be a positive integer, got {shown(value)}")
     return value
+
+
+def positive_number(value: Any, name: str, source: str,
+                    error: type[Exception] = ModelConfigError) -> float:
+    """`value` as a float when it is a finite number > 0 (not a bool); `error` naming the field
+    otherwise."""
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not (math.isfinite(value) and value > 0)):
+        raise error(f"{source}: field '{name}' must be a positive number, got {shown(value)}")
+    return float(value)
 
 
 # the names other modules imported before these were public
