@@ -122,10 +122,13 @@ def llama_dirs(tmp_path_factory):
 
 @pytest.mark.parametrize("flavour", list(FLAVOURS))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_base_contract(flavour, dtype, llama_dirs):
+@pytest.mark.parametrize("kernel", ["numpy", "numba"])
+def test_base_contract(flavour, dtype, kernel, llama_dirs):
     """B1..B7 hold bit for bit on the Llama forward (quantised, tied and untied, biases and
-    llama3 RoPE), in both precisions."""
-    report = check_base(lambda: load_model(llama_dirs[flavour], dtype=dtype, kernel="numpy"))
+    llama3 RoPE), in both precisions, with numpy's and numba's product kernels."""
+    if kernel == "numba":
+        pytest.importorskip("numba")
+    report = check_base(lambda: load_model(llama_dirs[flavour], dtype=dtype, kernel=kernel))
     assert report.ran and not report.failures
 
 
