@@ -26,6 +26,7 @@ from onebit.errors import (
 )
 from onebit.fallback import Fallback, FallbackWatch
 from onebit.protocols import BaseModel, DraftHead, Drafts
+from onebit.reference import greedy  # noqa: F401 (its old home; reference never imports loop)
 from onebit.result import OnToken, RunResult, RunStats  # noqa: F401 (re-exported)
 from onebit.sampling import Rng, Sampling, is_greedy, make_rng, one_hot_rows, warp
 
