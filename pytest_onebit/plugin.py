@@ -165,7 +165,7 @@ def onebit_half_head():
 def onebit_plain_decode():
     """`onebit_plain_decode(prompt, max_tokens, **toy_config)`: onebit.greedy on a fresh toy
     base."""
-    from onebit.loop import greedy
+    from onebit.reference import greedy
     from pytest_onebit.doubles.toy import ToyBase
 
     def decode(prompt, max_tokens, **config):

@@ -48,14 +48,14 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 
 from onebit.backends import Backend
-from onebit.models.gemma4_config import SLIDING, Gemma4Config
-from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, Qwen3Model, _Pass
-from onebit.models.weights import WeightStore, load_tensors
+from onebit.models.decoder import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, DecoderBase, Pass
+from onebit.models.gemma4_config import MODEL_TYPES, SLIDING, Gemma4Config
+from onebit.models.registry import Family
+from onebit.models.weights import WeightStore
 
 PLE_ENV = "ONEBIT_PLE_PER_TOKEN"
 PLE_TABLE = "model.embed_tokens_per_layer.weight"
@@ -68,18 +68,6 @@ _GELU_C = math.sqrt(2.0 / math.pi)
 def ple_per_token_from_env() -> bool:
     """True when `ONEBIT_PLE_PER_TOKEN` asks for the PLE weights to be prepared every token."""
     return os.environ.get(PLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def load_gemma4(path: Path, raw: dict, kind: str, *, dtype: np.dtype | type, max_batch_rows: int,
-                kernel: str, q4nx_convention: str, unpack_per_token: bool | None,
-                backend: str | Backend = "host") -> Gemma4Model:
-    """The Gemma 4 model in directory `path` (whose config.json is `raw`); see `load_model`."""
-    config = Gemma4Config.from_dict(raw, source=str(path / "config.json"))
-    weights = WeightStore(load_tensors(path, kind), config, dtype=dtype,
-                          convention=q4nx_convention, unpack_per_token=unpack_per_token,
-                          source=str(path), shapes=config.expected_shapes())
-    return Gemma4Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
-                       backend=backend)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -122,13 +110,12 @@ class _RopeTable:
         return out
 
 
-class Gemma4Model(Qwen3Model):
+class Gemma4Model(DecoderBase):
     """A Gemma 4 text forward in numpy, implementing `onebit.BaseModel`.
 
-    It shares the BaseModel plumbing with `Qwen3Model` (argument checks, step / verify /
-    commit_verify, layer taps, the final norm, the embedding row a head reads) and brings its
-    own layer, attention, caches and PLE; the constructor sets every attribute the shared
-    methods read.
+    The BaseModel plumbing (argument checks, step / verify / commit_verify, layer taps, the
+    final norm, the embedding row a head reads) is `DecoderBase`'s; this class implements its
+    hooks (`reset`, `forward`, `finish_logits`) with its own layer, attention, caches and PLE.
     """
 
     def __init__(self, config: Gemma4Config, weights: WeightStore, *,
@@ -159,7 +146,7 @@ class Gemma4Model(Qwen3Model):
 
     def reset(self) -> None:
         c = self.config
-        self._length = 0
+        self.reset_committed()
         self._k: dict[int, np.ndarray] = {}
         self._v: dict[int, np.ndarray] = {}
         for layer in range(c.num_hidden_layers):
@@ -167,10 +154,6 @@ class Gemma4Model(Qwen3Model):
                 shape = (c.kv_heads[layer], self.cache_capacity(layer), c.head_dims[layer])
                 self._k[layer] = np.zeros(shape, self.dtype)
                 self._v[layer] = np.zeros(shape, self.dtype)
-        self._pending = None
-        self._last_hidden = np.zeros(c.hidden_size, self.dtype)
-        self._last_rows = np.zeros((0, c.hidden_size), self.dtype)
-        self._tapped: list[np.ndarray] = []
 
     def cache_capacity(self, layer: int) -> int:
         """Slots of a layer's K/V cache: a sliding layer's ring holds its window plus one
@@ -189,7 +172,7 @@ class Gemma4Model(Qwen3Model):
 
     # -- the forward -------------------------------------------------------------------------------
 
-    def _forward(self, tokens: list[int], pos: int) -> _Pass:
+    def forward(self, tokens: list[int], pos: int) -> Pass:
         c, R = self.config, len(tokens)
         self._ensure_capacity(pos + R)
         x = np.stack([np.asarray(self.weights.embedding_row(t), self.dtype) for t in tokens])
@@ -201,10 +184,10 @@ class Gemma4Model(Qwen3Model):
             if layer in self._taps:
                 taps[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self._softcap(self._linear(LM_HEAD, hidden))
+        logits = self.finish_logits(self._linear(LM_HEAD, hidden))
         tapped = (np.stack([taps[layer] for layer in self._taps], axis=1) if self._taps
                   else np.zeros((R, 0, c.hidden_size), self.dtype))
-        return _Pass(list(tokens), pos, logits, hidden, tapped, [])
+        return Pass(list(tokens), pos, logits, hidden, tapped, [])
 
     def _layer(self, layer: int, x: np.ndarray, pos: int, ple: np.ndarray | None) -> np.ndarray:
         p, n = f"model.layers.{layer}.", self._norms
@@ -225,14 +208,12 @@ class Gemma4Model(Qwen3Model):
         up = self._linear(p + "mlp.up_proj.weight", h)
         return self._linear(p + "mlp.down_proj.weight", gelu_tanh(gate) * up)
 
-    def _softcap(self, logits: np.ndarray) -> np.ndarray:
+    def finish_logits(self, logits: np.ndarray) -> np.ndarray:
+        """Final logit soft-capping, `cap * tanh(logits / cap)`, when configured: the forward
+        and `lm_head_logits` both end with it (bit for bit the same)."""
         if self._cap is None:
             return logits
         return np.tanh(logits / self._cap) * self._cap
-
-    def lm_head_logits(self, hidden: np.ndarray) -> np.ndarray:
-        """Logits of final-normed rows, soft-capped as the forward's are (bit for bit)."""
-        return self._softcap(super().lm_head_logits(hidden))
 
     # -- per-layer embeddings ------------------------------------------------------------------
 
@@ -335,3 +316,44 @@ class Gemma4Model(Qwen3Model):
                 grown = np.zeros((K.shape[0], size, K.shape[2]), self.dtype)
                 grown[:, : K.shape[1]] = cache[layer]
                 cache[layer] = grown
+
+
+# ---------------------------------------------------------------------------------------------
+# The family (the registry lists it)
+
+
+def build_gemma4(config: Gemma4Config, weights: WeightStore, *, max_batch_rows: int,
+                 max_prefill_rows: int | None = None, kernel: str = "auto",
+                 backend: str | Backend = "host", ple_per_token: bool | None = None
+                 ) -> Gemma4Model:
+    """A Gemma 4 forward. It prefills in batches of `max_batch_rows` and refuses a wider
+    `max_prefill_rows`: its sliding-window cache holds that many rows past the window."""
+    if max_prefill_rows is not None and max_prefill_rows != max_batch_rows:
+        raise ValueError(f"max_prefill_rows = {max_prefill_rows!r}: a Gemma 4 model "
+                         f"prefills in batches of max_batch_rows ({max_batch_rows})")
+    return Gemma4Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
+                       backend=backend, ple_per_token=ple_per_token)
+
+
+def _tiny(**overrides):
+    from onebit.models.gemma4_fabricate import tiny_gemma4_config
+
+    return tiny_gemma4_config(**overrides)
+
+
+def _random(config: Gemma4Config, seed: int = 0):
+    from onebit.models.gemma4_fabricate import random_gemma4_weights
+
+    return random_gemma4_weights(config, seed)
+
+
+GEMMA4 = Family(
+    name="gemma4",
+    model_types=MODEL_TYPES,
+    read_config=lambda raw, source: Gemma4Config.from_dict(raw, source=source),
+    shapes=Gemma4Config.expected_shapes,
+    build=build_gemma4,
+    tiny_config=_tiny,
+    random_weights=_random,
+    doc="the Gemma 4 text model: sliding and global layers, per-layer embeddings, shared K/V",
+)

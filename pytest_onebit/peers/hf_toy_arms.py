@@ -33,7 +33,7 @@ LAW = {"perfect": "I7-pass-law", "garbage": "I8-pass-law-garbage", "half": "I7-p
 
 def reference(prompt: list[int], n: int) -> list[int]:
     """onebit's own greedy on the toy the transformers model wraps."""
-    from onebit.loop import greedy
+    from onebit.reference import greedy
     from pytest_onebit.doubles.toy import ToyBase
 
     return list(greedy(ToyBase(vocab_size=64, hidden=16, seed=0), prompt, max_tokens=n).tokens)

@@ -22,7 +22,7 @@ is the same as pytest tests, `test_S1_distribution[...]` and so on.
 
 from __future__ import annotations
 
-from onebit.loop import greedy
+from onebit.reference import greedy
 from onebit.sampling import Sampling, SeededRng
 from pytest_onebit.contract.assertions import assert_tokens_equal
 from pytest_onebit.contract.core import Contract
