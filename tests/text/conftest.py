@@ -1,0 +1,65 @@
+"""Fixtures of the text tests: SmolLM2's GGUF metadata read with llama.cpp's own `gguf` reader
+(skipped with the reason when the model is not in the cache), and a small SentencePiece
+vocabulary written as GGUF metadata in code."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from onebit.text import Tokenizer
+
+SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_file() -> Path:
+    home = Path(os.environ.get("ONEBIT_HOME") or Path.home() / ".cache" / "onebit")
+    return home / "models" / SMOLLM2
+
+
+def read_metadata(path: Path) -> dict:
+    """A GGUF's metadata as a plain dict of key -> str/int/float/bool/list."""
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(str(path))
+    return {key: field.contents() for key, field in reader.fields.items()
+            if not key.startswith("GGUF.")}
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    path = smollm2_file()
+    if not path.is_file():
+        pytest.skip(f"SmolLM2 not in the cache ({path}) and offline: run `onebit pull smollm2`")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_metadata(smollm2_path) -> dict:
+    return read_metadata(smollm2_path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_metadata) -> Tokenizer:
+    return Tokenizer.from_gguf_metadata(smollm2_metadata)
+
+
+@pytest.fixture
+def spm_metadata():
+    """A factory of a tiny SentencePiece vocabulary as a GGUF would carry it: control tokens,
+    the 256 byte pieces, and scored pieces whose merges must be recovered from the scores."""
+    words = ["\u2581", "a", "b", "c", "h", "e", "l", "o", "\u2581h", "he", "ll", "lo", "\u2581he",
+             "llo", "\u2581hello", "\u2581a", "ab", "abc", "\u2581abc", "\u2581\u2581"]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + words
+    types = [2, 3, 3] + [6] * 256 + [1] * len(words)
+    scores = [0.0, 0.0, 0.0] + [0.0] * 256 + [-float(i) for i in range(len(words))]
+    metadata = {
+        "general.architecture": "llama",
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": types,
+        "tokenizer.ggml.scores": scores,
+        "tokenizer.ggml.bos_token_id": 1,
+        "tokenizer.ggml.eos_token_id": 2,
+        "tokenizer.ggml.unknown_token_id": 0,
+    }
+    return lambda **override: {**metadata, **override}
