@@ -63,3 +63,41 @@ def spm_metadata():
         "tokenizer.ggml.unknown_token_id": 0,
     }
     return lambda **override: {**metadata, **override}
+
+
+def byte_vocab_metadata(extra_specials=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+                        **override) -> dict:
+    """A byte-level vocabulary of the 256 bytes and a few control tokens, no merges: a
+    tokenizer for a fabricated model (vocab 256 + specials) that can spell any text."""
+    from onebit.text.bytelevel import byte_alphabet
+
+    tokens = [byte_alphabet()[b] for b in range(256)] + list(extra_specials)
+    return {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": [1] * 256 + [3] * len(extra_specials),
+        "tokenizer.ggml.merges": [],
+        "tokenizer.ggml.bos_token_id": 257,
+        "tokenizer.ggml.eos_token_id": 256,
+        **override,
+    }
+
+
+@pytest.fixture
+def byte_vocab():
+    """`byte_vocab_metadata` as a fixture (a factory taking overrides)."""
+    return byte_vocab_metadata
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """A fabricated Qwen3 (random weights, vocab 259) with the byte tokenizer attached, as the
+    GGUF loader attaches a file's."""
+    from onebit.models import load_model
+    from onebit.models.fabricate import fabricate_model
+
+    path = fabricate_model(tmp_path_factory.mktemp("tiny") / "m", "qwen3", vocab_size=259)
+    model = load_model(path)
+    model.tokenizer = Tokenizer.from_gguf_metadata(byte_vocab_metadata())
+    return model
