@@ -9,13 +9,6 @@ import pytest
 
 from onebit.text import Tokenizer
 
-SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm2_file() -> Path:
-    home = Path(os.environ.get("ONEBIT_HOME") or Path.home() / ".cache" / "onebit")
-    return home / "models" / SMOLLM2
-
 
 def read_metadata(path: Path) -> dict:
     """A GGUF's metadata as a plain dict of key -> str/int/float/bool/list."""
@@ -27,10 +20,10 @@ def read_metadata(path: Path) -> dict:
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
-    path = smollm2_file()
-    if not path.is_file():
-        pytest.skip(f"SmolLM2 not in the cache ({path}) and offline: run `onebit pull smollm2`")
-    return path
+    """SmolLM2's verified GGUF; skipped with the reason when absent and not pullable."""
+    from onebit.hub import skip_unless_cached
+
+    return skip_unless_cached("smollm2")
 
 
 @pytest.fixture(scope="session")
@@ -101,3 +94,36 @@ def tiny_model(tmp_path_factory):
     model = load_model(path)
     model.tokenizer = Tokenizer.from_gguf_metadata(byte_vocab_metadata())
     return model
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, tiny_model):
+    """The fabricated model's directory with its tokenizer saved beside it as a checkpoint
+    ships one: tokenizer.json and tokenizer_config.json (BOS/EOS, no chat template)."""
+    import json
+
+    from onebit.models.fabricate import fabricate_model
+
+    path = fabricate_model(tmp_path_factory.mktemp("tinydir") / "m", "qwen3", vocab_size=259)
+    tiny_model.tokenizer.backend.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|im_start|>", "eos_token": "<|endoftext|>"}))
+    return path
+
+
+def run_onebit(*argv, stdin: str | None = None, env: dict | None = None, timeout: float = 300):
+    """The real `onebit` command in a subprocess, from this checkout."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "onebit.cli", *map(str, argv)], input=stdin,
+                          capture_output=True, text=True, timeout=timeout, env=environ,
+                          cwd=root)
+
+
+@pytest.fixture
+def onebit_cli():
+    """`run_onebit` as a fixture."""
+    return run_onebit
