@@ -18,6 +18,12 @@ def read_metadata(path: Path) -> dict:
             if not key.startswith("GGUF.")}
 
 
+@pytest.fixture
+def gguf_metadata():
+    """`read_metadata` as a fixture."""
+    return read_metadata
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """SmolLM2's verified GGUF; skipped with the reason when absent and not pullable."""
