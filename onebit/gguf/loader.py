@@ -10,12 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from onebit.gguf.errors import GGUFTokenizerError, UnsupportedGGUFError
+from onebit.gguf.errors import GGUFTokenizerError
 from onebit.gguf.reader import GGUFContents, read_gguf
 
-DTYPES = {"float32": np.float32, "float64": np.float64}
 TOKENIZER_KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.tokens")
 
 
@@ -26,6 +23,9 @@ def load_gguf(path: str | Path, *, tokenizer: bool | None = None, **options: Any
     `tokenizer`: None (default) attaches `model.tokenizer` when the file carries tokenizer
     metadata; True requires it (`GGUFTokenizerError` when absent); False skips it.
     """
+    from onebit.models.registry import compute_dtype
+
+    compute_dtype(options.get("dtype", "float32"))  # a bad option before the file is read
     contents = read_gguf(path)
     model = build(contents, source=str(path), **options)
     if tokenizer or (tokenizer is None and has_tokenizer(contents.metadata)):
@@ -34,32 +34,10 @@ def load_gguf(path: str | Path, *, tokenizer: bool | None = None, **options: Any
 
 
 def build(contents: GGUFContents, *, source: str, **options: Any):
-    """Build the model of `contents` through the family registry."""
-    dtype = options.pop("dtype", "float32")
-    if isinstance(dtype, str):
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-        dtype = DTYPES[dtype]
-    try:
-        from onebit.models.registry import build_model
-    except ImportError:  # before the family registry: only the Qwen3 forward exists
-        return _build_qwen3(contents, source=source, dtype=dtype, **options)
-    return build_model(contents.config, contents.tensors, source=source, dtype=dtype, **options)
+    """Build the model of `contents` through the family registry (`build_model`)."""
+    from onebit.models.registry import build_model
 
-
-def _build_qwen3(contents: GGUFContents, *, source: str, dtype, **options: Any):
-    from onebit.models import DEFAULT_MAX_BATCH_ROWS, ModelConfig, Qwen3Model, WeightStore
-
-    if contents.config["model_type"] != "qwen3":
-        raise UnsupportedGGUFError(f"{source}: a {contents.config['model_type']} model needs "
-                                   "the family registry (onebit.models.registry)")
-    config = ModelConfig.from_dict(contents.config, source=source)
-    weights = WeightStore(contents.tensors, config, dtype=dtype, source=source)
-    return Qwen3Model(config, weights,
-                      max_batch_rows=options.get("max_batch_rows", DEFAULT_MAX_BATCH_ROWS),
-                      kernel=options.get("kernel", "auto"),
-                      backend=options.get("backend", "host"),
-                      max_prefill_rows=options.get("max_prefill_rows"))
+    return build_model(contents.config, contents.tensors, source=source, **options)
 
 
 def has_tokenizer(metadata: dict[str, Any]) -> bool:
