@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from onebit.backends import Backend
 from onebit.models.config import ModelConfig
 from onebit.models.errors import (
@@ -22,9 +20,19 @@ from onebit.models.errors import (
     UnsupportedModelError,
 )
 from onebit.models.fabricate import fabricate_model, random_weights, tiny_config
-from onebit.models.gemma4 import PLE_ENV, Gemma4Model, load_gemma4
-from onebit.models.gemma4_config import Gemma4Config, is_gemma4, read_json
+from onebit.models.gemma4 import PLE_ENV, Gemma4Model
+from onebit.models.gemma4_config import Gemma4Config, read_json
+from onebit.models.llama import LlamaConfig, LlamaModel
 from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, Qwen3Model
+from onebit.models.registry import (
+    DTYPES,  # noqa: F401 (onebit.models.DTYPES, as before the registry)
+    Family,
+    build,
+    build_model,
+    compute_dtype,
+    family_for,
+    family_named,
+)
 from onebit.models.weights import (
     CONFIG_FILE,
     UNPACK_ENV,
@@ -32,8 +40,6 @@ from onebit.models.weights import (
     container_kind,
     load_tensors,
 )
-
-DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
 def load_model(
@@ -46,11 +52,14 @@ def load_model(
     unpack_per_token: bool | None = None,
     backend: str | Backend = "host",
     max_prefill_rows: int | None = None,
+    **options,
 ) -> Qwen3Model:
-    """Load the model in directory `path` as a `BaseModel`.
+    """Load the model at `path` as a `BaseModel`.
 
-    `path` holds `config.json` and either `model.q4nx` (a Q4NX container) or `*.safetensors`
-    (a HuggingFace checkpoint). Options:
+    `path` is a directory holding `config.json` and either `model.q4nx` (a Q4NX container) or
+    `*.safetensors` (a HuggingFace checkpoint), or a `.gguf` file (read by `onebit.gguf`).
+    The family comes from config.json's `model_type` (`onebit.models.registry`: qwen3,
+    qwen3_5, gemma4, llama / mistral / qwen2). Options:
     - `dtype`: "float32" (default) or "float64", the compute precision;
     - `max_batch_rows`: the most rows one decode `verify` takes (default 8);
     - `max_prefill_rows`: the most prompt tokens one prefill batch takes (default 64, never
@@ -65,45 +74,46 @@ def load_model(
       (uploads) each weight again for every product: the slow arm of the residency A/B;
     - `backend`: where the products run (docs/device.md): "host" (default, the kernels above),
       "torch" (CPU torch), "cuda" (torch on a GPU), "npu" (pyxrt, kernels from
-      $ONEBIT_KERNEL_DIR), or a `onebit.backends.Backend` object.
+      $ONEBIT_KERNEL_DIR), or a `onebit.backends.Backend` object;
+    - `options`: a family's own keywords (Gemma 4: `ple_per_token`).
 
     Bad files raise `ModelFileError` / `ModelConfigError` (both `ValueError`s) naming the file,
     tensor or field.
     """
+    common = dict(dtype=dtype, max_batch_rows=max_batch_rows, kernel=kernel,
+                  q4nx_convention=q4nx_convention, unpack_per_token=unpack_per_token,
+                  backend=backend, max_prefill_rows=max_prefill_rows, **options)
+    if str(path).lower().endswith(".gguf"):
+        return _load_gguf(Path(path), common)
     path = Path(path)
-    if isinstance(dtype, str):
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-        dtype = DTYPES[dtype]
-    elif np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    compute_dtype(dtype)  # a bad dtype is refused before any file is read
     kind = container_kind(path)
     raw = read_json(path / CONFIG_FILE)
-    if is_gemma4(raw):  # Gemma 4 (docs/gemma4.md): its own config and forward
-        if max_prefill_rows is not None and max_prefill_rows != max_batch_rows:
-            raise ValueError(f"max_prefill_rows = {max_prefill_rows!r}: a Gemma 4 model "
-                             f"prefills in batches of max_batch_rows ({max_batch_rows})")
-        return load_gemma4(path, raw, kind, dtype=dtype, max_batch_rows=max_batch_rows,
-                           kernel=kernel, q4nx_convention=q4nx_convention,
-                           unpack_per_token=unpack_per_token, backend=backend)
-    config = ModelConfig.from_dict(raw, source=str(path / CONFIG_FILE))
-    tensors = load_tensors(path, kind)
-    weights = WeightStore(
-        tensors,
-        config,
-        dtype=dtype,
-        convention=q4nx_convention,
-        unpack_per_token=unpack_per_token,
-        source=str(path),
-    )
-    return Qwen3Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
-                      backend=backend, max_prefill_rows=max_prefill_rows)
+    family_for(raw, str(path / CONFIG_FILE))  # an unknown family before the tensors are read
+    return build(raw, load_tensors(path, kind), config_source=str(path / CONFIG_FILE),
+                 weights_source=str(path), **common)
+
+
+def _load_gguf(path: Path, options: dict):
+    """A GGUF file through `onebit.gguf.load_gguf` (its own module, imported only here)."""
+    try:
+        from onebit.gguf import load_gguf
+    except ImportError as error:
+        if getattr(error, "name", None) not in ("onebit.gguf", "gguf"):
+            raise
+        raise UnsupportedModelError(
+            f"{path}: reading GGUF files needs onebit.gguf and the 'gguf' package "
+            f"({error}); load a model directory instead") from None
+    return load_gguf(path, **options)
 
 
 __all__ = [
     "DEFAULT_MAX_BATCH_ROWS",
     "Gemma4Config",
+    "Family",
     "Gemma4Model",
+    "LlamaConfig",
+    "LlamaModel",
     "ModelConfig",
     "ModelConfigError",
     "ModelError",
@@ -115,7 +125,9 @@ __all__ = [
     "UNPACK_ENV",
     "UnsupportedModelError",
     "WeightStore",
+    "build_model",
     "fabricate_model",
+    "family_named",
     "load_model",
     "random_weights",
     "tiny_config",

@@ -97,14 +97,14 @@ class ModelConfig:
         if raw.get("text_config") is not None:  # multimodal wrapper: the text model
             if not isinstance(raw["text_config"], dict):
                 raise ModelConfigError(f"{source}: field 'text_config' must be an object, got "
-                                       f"{_shown(raw['text_config'])}")
+                                       f"{shown(raw['text_config'])}")
             d = {**raw["text_config"]}
             d.setdefault("model_type", top_type)
             d.setdefault("tie_word_embeddings", raw.get("tie_word_embeddings", False))
         for name in ("rope_parameters", "rope_scaling"):
             if d.get(name) is not None and not isinstance(d[name], dict):
                 raise ModelConfigError(
-                    f"{source}: field '{name}' must be an object, got {_shown(d[name])}")
+                    f"{source}: field '{name}' must be an object, got {shown(d[name])}")
         rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
 
         def need(name: str) -> Any:
@@ -115,13 +115,13 @@ class ModelConfig:
         model_type = need("model_type")
         if not isinstance(model_type, str) or model_type not in FAMILIES:
             raise ModelConfigError(
-                f"{source}: field 'model_type' is {_shown(model_type)}; supported: "
+                f"{source}: field 'model_type' is {shown(model_type)}; supported: "
                 f"{sorted(FAMILIES)}"
             )
         family = FAMILIES[model_type]
-        layers = _positive_int(need("num_hidden_layers"), "num_hidden_layers", source)
-        heads = _positive_int(need("num_attention_heads"), "num_attention_heads", source)
-        hidden = _positive_int(need("hidden_size"), "hidden_size", source)
+        layers = positive_int(need("num_hidden_layers"), "num_hidden_layers", source)
+        heads = positive_int(need("num_attention_heads"), "num_attention_heads", source)
+        hidden = positive_int(need("hidden_size"), "hidden_size", source)
         head_dim = d.get("head_dim")
         if head_dim is None:
             head_dim = hidden // heads
@@ -129,7 +129,7 @@ class ModelConfig:
         if rope_type not in ("default", None):
             raise ModelConfigError(
                 f"{source}: field 'rope_parameters.rope_type' is "
-                f"{_shown(rope_type)}; only 'default' RoPE is supported"
+                f"{shown(rope_type)}; only 'default' RoPE is supported"
             )
         theta = d.get("rope_theta", rope.get("rope_theta", 1_000_000.0))
         default_partial = 0.25 if family == "qwen3_5" else 1.0
@@ -137,7 +137,7 @@ class ModelConfig:
         layer_types = d.get("layer_types")
         if layer_types is None:
             if family == "qwen3_5":
-                interval = _positive_int(d.get("full_attention_interval", 4),
+                interval = positive_int(d.get("full_attention_interval", 4),
                                          "full_attention_interval", source)
                 layer_types = [LINEAR if (i + 1) % interval else FULL for i in range(layers)]
             else:
@@ -212,7 +212,7 @@ class ModelConfig:
             "intermediate_size",
             "vocab_size",
         ):
-            _positive_int(getattr(self, name), name, source)
+            positive_int(getattr(self, name), name, source)
         for name in ("rms_norm_eps", "rope_theta", "partial_rotary_factor"):
             value = getattr(self, name)
             if (
@@ -221,7 +221,7 @@ class ModelConfig:
                 or not (math.isfinite(value) and value > 0)
             ):
                 raise ModelConfigError(
-                    f"{source}: field '{name}' must be a positive number, got {_shown(value)}"
+                    f"{source}: field '{name}' must be a positive number, got {shown(value)}"
                 )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ModelConfigError(
@@ -241,7 +241,7 @@ class ModelConfig:
             )
         if not isinstance(self.hidden_act, str) or self.hidden_act != "silu":
             raise ModelConfigError(
-                f"{source}: field 'hidden_act' is {_shown(self.hidden_act)}; only 'silu' is "
+                f"{source}: field 'hidden_act' is {shown(self.hidden_act)}; only 'silu' is "
                 "supported"
             )
         _bool(self.tie_word_embeddings, "tie_word_embeddings", source)
@@ -256,7 +256,7 @@ class ModelConfig:
         for i, kind in enumerate(self.layer_types):
             if not isinstance(kind, str) or kind not in allowed:
                 raise ModelConfigError(
-                    f"{source}: unknown layer type {_shown(kind)} at layer_types[{i}] for a "
+                    f"{source}: unknown layer type {shown(kind)} at layer_types[{i}] for a "
                     f"{self.model_type} model; supported: {list(allowed)}"
                 )
         if LINEAR in self.layer_types:
@@ -267,7 +267,7 @@ class ModelConfig:
                 "linear_value_head_dim",
                 "linear_conv_kernel_dim",
             ):
-                _positive_int(getattr(self, name), name, source)
+                positive_int(getattr(self, name), name, source)
             if self.linear_num_value_heads % self.linear_num_key_heads:
                 raise ModelConfigError(
                     f"{source}: field 'linear_num_key_heads' ({self.linear_num_key_heads}) must "
@@ -291,23 +291,28 @@ def read_config_json(path: str | Path) -> Any:
         raise ModelConfigError(f"{path}: not valid JSON: nested too deeply") from None
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A config value for a message: its repr, cut short (a hostile file can hold megabytes)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _positive_int(value: Any, name: str, source: str) -> int:
+def positive_int(value: Any, name: str, source: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ModelConfigError(
-            f"{source}: field '{name}' must be a positive integer, got {_shown(value)}"
+            f"{source}: field '{name}' must be a positive integer, got {shown(value)}"
         )
     return value
+
+
+# the names other modules imported before these were public
+_shown = shown
+_positive_int = positive_int
 
 
 def _bool(value: Any, name: str, source: str) -> bool:
     """JSON true / false only: the string "false" is truthy in Python and must not pass."""
     if not isinstance(value, bool):
         raise ModelConfigError(f"{source}: field '{name}' must be true or false, got "
-                               f"{_shown(value)}")
+                               f"{shown(value)}")
     return value

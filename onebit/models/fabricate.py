@@ -20,15 +20,19 @@ import numpy as np
 from onebit.models.config import FULL, LINEAR, ModelConfig
 from onebit.models.weights import expected_shapes, write_hf, write_q4nx
 
-KINDS = ("qwen3", "qwen3_5", "gemma4")
+KINDS = ("qwen3", "qwen3_5", "gemma4", "llama")  # the registry's families
 
 
-def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
-    """The config of a tiny model of `kind`; any field can be overridden."""
-    if kind == "gemma4":  # a Gemma4Config (gemma4_fabricate.py)
-        from onebit.models.gemma4_fabricate import tiny_gemma4_config
+def tiny_config(kind: str = "qwen3", **overrides: Any):
+    """The config of a tiny model of `kind` (a registered family's name); any field can be
+    overridden."""
+    from onebit.models.registry import family_named
 
-        return tiny_gemma4_config(**overrides)
+    return family_named(kind).tiny_config(**overrides)
+
+
+def tiny_qwen3_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
+    """A tiny Qwen3 ("qwen3") or Qwen3.5 ("qwen3_5") config."""
     if kind == "qwen3":
         fields: dict[str, Any] = dict(
             model_type="qwen3",
@@ -74,37 +78,45 @@ def tiny_config(kind: str = "qwen3", **overrides: Any) -> ModelConfig:
     return config
 
 
-def random_weights(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
-    """float32 weights for every tensor the config needs, by HF name and shape."""
-    if config.model_type == "gemma4":
-        from onebit.models.gemma4_fabricate import random_gemma4_weights
+def random_weights(config, seed: int = 0) -> dict[str, np.ndarray]:
+    """float32 weights for every tensor the config needs, by HF name and shape (drawn by the
+    config's family)."""
+    from onebit.models.registry import family_named
 
-        return random_gemma4_weights(config, seed)
+    return family_named(config.model_type).random_weights(config, seed)
+
+
+def random_qwen3_weights(config: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """float32 weights for a Qwen3 / Qwen3.5 config."""
     rng = np.random.default_rng(seed)
-    weights: dict[str, np.ndarray] = {}
-    for name, shape in expected_shapes(config).items():
-        if name == "model.embed_tokens.weight" and config.tie_word_embeddings:
-            # tied: a large embedding would make every token predict itself (its own row
-            # dominates the residual stream the lm_head reads)
-            value = 0.02 * rng.standard_normal(shape)
-        elif name == "model.embed_tokens.weight" or name == "lm_head.weight":
-            value = rng.standard_normal(shape)
-        elif name.endswith("norm.weight") and "linear_attn" not in name:
-            # zero-centred (Qwen3.5) norms are stored as offsets from 1
-            base = 0.0 if config.zero_centred_norms else 1.0
-            value = base + 0.2 * rng.standard_normal(shape)
-        elif name.endswith("linear_attn.norm.weight"):
-            value = 1.0 + 0.2 * rng.standard_normal(shape)
-        elif name.endswith("A_log"):
-            value = np.log(rng.uniform(0.5, 4.0, shape))
-        elif name.endswith("dt_bias"):
-            value = 0.5 * rng.standard_normal(shape)
-        elif name.endswith("conv1d.weight"):
-            value = rng.standard_normal(shape) / np.sqrt(shape[-1])
-        else:  # a projection [out, in]
-            value = rng.standard_normal(shape) / np.sqrt(shape[1])
-        weights[name] = value.astype(np.float32)
-    return weights
+    return {name: draw_weight(name, shape, config, rng).astype(np.float32)
+            for name, shape in expected_shapes(config).items()}
+
+
+def draw_weight(name: str, shape: tuple[int, ...], config: ModelConfig,
+                rng: np.random.Generator) -> np.ndarray:
+    """One random weight of a dense / hybrid decoder, scaled for O(1) activations."""
+    if name == "model.embed_tokens.weight" and config.tie_word_embeddings:
+        # tied: a large embedding would make every token predict itself (its own row
+        # dominates the residual stream the lm_head reads)
+        value = 0.02 * rng.standard_normal(shape)
+    elif name == "model.embed_tokens.weight" or name == "lm_head.weight":
+        value = rng.standard_normal(shape)
+    elif name.endswith("norm.weight") and "linear_attn" not in name:
+        # zero-centred (Qwen3.5) norms are stored as offsets from 1
+        base = 0.0 if config.zero_centred_norms else 1.0
+        value = base + 0.2 * rng.standard_normal(shape)
+    elif name.endswith("linear_attn.norm.weight"):
+        value = 1.0 + 0.2 * rng.standard_normal(shape)
+    elif name.endswith("A_log"):
+        value = np.log(rng.uniform(0.5, 4.0, shape))
+    elif name.endswith("dt_bias"):
+        value = 0.5 * rng.standard_normal(shape)
+    elif name.endswith("conv1d.weight"):
+        value = rng.standard_normal(shape) / np.sqrt(shape[-1])
+    else:  # a projection [out, in]
+        value = rng.standard_normal(shape) / np.sqrt(shape[1])
+    return value
 
 
 def fabricate_model(
@@ -119,11 +131,6 @@ def fabricate_model(
 ) -> Path:
     """Write a tiny random model of `kind` to `path`: a Q4NX container (`quantized`) or a
     HuggingFace-layout float checkpoint. Returns the directory."""
-    if kind == "gemma4":  # its own config and tensors (gemma4_fabricate.py)
-        from onebit.models.gemma4_fabricate import fabricate_gemma4
-
-        return fabricate_gemma4(path, quantized=quantized, seed=seed, convention=convention,
-                                grid=grid, **overrides)
     config = tiny_config(kind, **overrides)
     weights = random_weights(config, seed)
     if quantized:

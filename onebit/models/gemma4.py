@@ -48,14 +48,14 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 
 from onebit.backends import Backend
-from onebit.models.gemma4_config import SLIDING, Gemma4Config
+from onebit.models.gemma4_config import MODEL_TYPES, SLIDING, Gemma4Config
 from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, Qwen3Model, _Pass
-from onebit.models.weights import WeightStore, load_tensors
+from onebit.models.registry import Family
+from onebit.models.weights import WeightStore
 
 PLE_ENV = "ONEBIT_PLE_PER_TOKEN"
 PLE_TABLE = "model.embed_tokens_per_layer.weight"
@@ -68,18 +68,6 @@ _GELU_C = math.sqrt(2.0 / math.pi)
 def ple_per_token_from_env() -> bool:
     """True when `ONEBIT_PLE_PER_TOKEN` asks for the PLE weights to be prepared every token."""
     return os.environ.get(PLE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def load_gemma4(path: Path, raw: dict, kind: str, *, dtype: np.dtype | type, max_batch_rows: int,
-                kernel: str, q4nx_convention: str, unpack_per_token: bool | None,
-                backend: str | Backend = "host") -> Gemma4Model:
-    """The Gemma 4 model in directory `path` (whose config.json is `raw`); see `load_model`."""
-    config = Gemma4Config.from_dict(raw, source=str(path / "config.json"))
-    weights = WeightStore(load_tensors(path, kind), config, dtype=dtype,
-                          convention=q4nx_convention, unpack_per_token=unpack_per_token,
-                          source=str(path), shapes=config.expected_shapes())
-    return Gemma4Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
-                       backend=backend)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -335,3 +323,44 @@ class Gemma4Model(Qwen3Model):
                 grown = np.zeros((K.shape[0], size, K.shape[2]), self.dtype)
                 grown[:, : K.shape[1]] = cache[layer]
                 cache[layer] = grown
+
+
+# ---------------------------------------------------------------------------------------------
+# The family (the registry lists it)
+
+
+def build_gemma4(config: Gemma4Config, weights: WeightStore, *, max_batch_rows: int,
+                 max_prefill_rows: int | None = None, kernel: str = "auto",
+                 backend: str | Backend = "host", ple_per_token: bool | None = None
+                 ) -> Gemma4Model:
+    """A Gemma 4 forward. It prefills in batches of `max_batch_rows` and refuses a wider
+    `max_prefill_rows`: its sliding-window cache holds that many rows past the window."""
+    if max_prefill_rows is not None and max_prefill_rows != max_batch_rows:
+        raise ValueError(f"max_prefill_rows = {max_prefill_rows!r}: a Gemma 4 model "
+                         f"prefills in batches of max_batch_rows ({max_batch_rows})")
+    return Gemma4Model(config, weights, max_batch_rows=max_batch_rows, kernel=kernel,
+                       backend=backend, ple_per_token=ple_per_token)
+
+
+def _tiny(**overrides):
+    from onebit.models.gemma4_fabricate import tiny_gemma4_config
+
+    return tiny_gemma4_config(**overrides)
+
+
+def _random(config: Gemma4Config, seed: int = 0):
+    from onebit.models.gemma4_fabricate import random_gemma4_weights
+
+    return random_gemma4_weights(config, seed)
+
+
+GEMMA4 = Family(
+    name="gemma4",
+    model_types=MODEL_TYPES,
+    read_config=lambda raw, source: Gemma4Config.from_dict(raw, source=source),
+    shapes=Gemma4Config.expected_shapes,
+    build=build_gemma4,
+    tiny_config=_tiny,
+    random_weights=_random,
+    doc="the Gemma 4 text model: sliding and global layers, per-layer embeddings, shared K/V",
+)

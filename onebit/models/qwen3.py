@@ -41,7 +41,8 @@ from onebit.backends import Backend, make_backend
 from onebit.models.config import FULL, ModelConfig
 from onebit.models.errors import ModelInputError
 from onebit.models.gdn import GDNState, gated_norm, gdn_token, sigmoid, silu
-from onebit.models.weights import WeightStore
+from onebit.models.registry import Family
+from onebit.models.weights import WeightStore, expected_shapes
 
 DEFAULT_MAX_BATCH_ROWS = 8
 #: The widest prefill batch by default: a prompt goes through in batches of this many rows,
@@ -105,7 +106,7 @@ class Qwen3Model:
                 self._norms[name] = (1 + w).astype(self.dtype) if c.zero_centred_norms else w
         # RoPE frequencies over the rotated dims (all of D in Qwen3, a quarter in Qwen3.5).
         rot = c.rotary_dim
-        self._inv_freq = 1.0 / (c.rope_theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot))
+        self._inv_freq = self.rope_inv_freq()
         # cos / sin of each position's angles in the compute dtype, filled on first use of a
         # position (by `_rope_table`) and kept: they depend on the position only.
         self._rope_cos = np.zeros((0, rot // 2), self.dtype)
@@ -113,6 +114,20 @@ class Qwen3Model:
         self._rope_len = 0
         self._taps: tuple[int, ...] = ()
         self.reset()
+
+    # -- hooks: what a family built on this decoder may change (docs/forward.md) -------------
+
+    def rope_inv_freq(self) -> np.ndarray:
+        """The RoPE inverse frequencies, float64, one per rotated pair (`rotary_dim / 2`):
+        `theta^(-2j / rot)`. Llama 3 stretches them (llama.py)."""
+        rot = self.config.rotary_dim
+        return 1.0 / (self.config.rope_theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot))
+
+    def position_limit(self) -> int | None:
+        """The first position this forward cannot compute exactly (None: no limit); a pass
+        reaching it is refused with `ModelInputError`. A sliding-window family whose window
+        is not implemented says where the window starts to matter."""
+        return None
 
     # -- BaseModel -------------------------------------------------------------------------------
 
@@ -264,6 +279,12 @@ class Qwen3Model:
                 f"{where} at position {pos}, but {self._length} tokens are committed "
                 f"(the next position is {self._length})"
             )
+        if self._limit is not None and pos + len(checked) > self._limit:
+            raise ModelInputError(
+                f"{where}: positions {pos} .. {pos + len(checked) - 1} reach {self._limit}, where "
+                f"this {self.config.model_type} model's sliding window starts to matter; "
+                f"attention past the window is not implemented"
+            )
         if self._pending is not None:  # a new pass forgets an uncommitted verify
             self._pending = None
         return checked
@@ -326,10 +347,17 @@ class Qwen3Model:
                                     resident=not getattr(weights, "unpack_per_token", False))
         self.backend.attach(self)
         self.kernel = getattr(self.backend, "kernel", self.backend.name)
+        # Projection biases (Qwen2's q/k/v): added wherever the family's shapes list one.
+        self._biases = {name[: -len("bias")] + "weight" for name in weights.names()
+                        if name.endswith(".bias")}
+        self._limit = self.position_limit()
 
     def _linear(self, name: str, rows: np.ndarray) -> np.ndarray:
         """`[R, out]`: rows times the weight `name` (LM_HEAD: the lm_head), on the backend."""
-        return self.backend.linear(name, self._weight, rows)
+        out = self.backend.linear(name, self._weight, rows)
+        if name in self._biases:  # after the product, as transformers' nn.Linear adds it
+            out = out + self.weights.get(name[: -len("weight")] + "bias")
+        return out
 
     def _weight(self, name: str):
         """The weight `name` in the form the backend reads: a Q4NX weight packed when the
@@ -395,8 +423,10 @@ class Qwen3Model:
         if c.gated_attention:  # per head: [q (D) | gate (D)]
             q = q.reshape(R, Hq, 2 * D)
             q, gate = q[:, :, :D], q[:, :, D:].reshape(R, Hq * D)
-        q = self._rmsnorm(q.reshape(R, Hq, D), self._norms[p + "q_norm.weight"])
-        k = self._rmsnorm(k, self._norms[p + "k_norm.weight"])
+        q = q.reshape(R, Hq, D)
+        if p + "q_norm.weight" in self._norms:  # Qwen3's q/k norms (the Llama family has none)
+            q = self._rmsnorm(q, self._norms[p + "q_norm.weight"])
+            k = self._rmsnorm(k, self._norms[p + "k_norm.weight"])
         self._rope_table(pos + R)
         group = Hq // Hkv
         q = self._rope(q, pos).reshape(R, Hkv, group, D)
@@ -460,3 +490,31 @@ class Qwen3Model:
                 grown = np.zeros((cache[slot].shape[0], new, cache[slot].shape[2]), self.dtype)
                 grown[:, :capacity] = cache[slot]
                 cache[slot] = grown
+
+
+# ---------------------------------------------------------------------------------------------
+# The two families this module's forward is (the registry lists them)
+
+
+def _build(config: ModelConfig, weights: WeightStore, **options) -> Qwen3Model:
+    return Qwen3Model(config, weights, **options)
+
+
+def _family(name: str, model_types: tuple[str, ...], doc: str) -> Family:
+    from onebit.models import fabricate
+
+    return Family(
+        name=name,
+        model_types=model_types,
+        read_config=lambda raw, source: ModelConfig.from_dict(raw, source=source),
+        shapes=expected_shapes,
+        build=_build,
+        tiny_config=lambda **overrides: fabricate.tiny_qwen3_config(name, **overrides),
+        random_weights=lambda config, seed=0: fabricate.random_qwen3_weights(config, seed),
+        doc=doc,
+    )
+
+
+QWEN3 = _family("qwen3", ("qwen3",), "dense Qwen3: q/k norms, GQA, SwiGLU")
+QWEN3_5 = _family("qwen3_5", ("qwen3_5", "qwen3_5_text"),
+                  "the Qwen3.5 hybrid: gated delta net and gated full attention")

@@ -210,7 +210,7 @@ def test_shape_not_matching_config(model_dirs, tmp_path):
         ({"layer_types": ["full_attention"]}, "field 'layer_types' has 1 entries"),
         ({"num_key_value_heads": 3}, "field 'num_key_value_heads'"),
         ({"hidden_size": -4}, "field 'hidden_size' must be a positive integer"),
-        ({"model_type": "llama"}, "field 'model_type' is 'llama'"),
+        ({"model_type": "gpt2"}, "field 'model_type' is 'gpt2'"),
         ({"vocab_size": None}, "missing field 'vocab_size'"),
         ({"rms_norm_eps": "tiny"}, "field 'rms_norm_eps'"),
         ({"linear_num_key_heads": 3}, "field 'linear_num_key_heads'"),
