@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from onebit.commands.common import fail, positive, quiet_stdout
 
@@ -83,12 +82,13 @@ def write(text: str) -> None:
         quiet_stdout()
 
 
-def report(result, seconds: float, head: str) -> str:
-    """The stderr line after a generation: speed and cost."""
-    s = result.stats
-    rate = s.emitted / seconds if seconds > 0 else 0.0
-    line = (f"[{s.emitted} tokens, {rate:.1f} tokens/s, {s.passes_per_token:.3f} passes/token, "
-            f"prefill {s.prefill_passes} passes")
+def report(gen, head: str) -> str:
+    """The stderr line after a generation: decode speed (the tokens after the first, which
+    the prompt's passes produce), passes per token, the prefill, and the head's acceptance."""
+    s = gen.result.stats
+    line = (f"[{s.emitted} tokens, {gen.decode_tokens_per_second:.1f} tokens/s, "
+            f"{s.passes_per_token:.3f} passes/token, prefill {gen.prefill_seconds * 1e3:.0f} ms "
+            f"in {s.prefill_passes} passes")
     if head != "none":
         line += f", acceptance {s.acceptance_rate:.1%} ({s.accepted}/{s.proposed})"
     return line + "]"
@@ -98,14 +98,12 @@ def run_generation(model, prompt, args, *, chat) -> object:
     """One generation streamed to stdout, the report to stderr; returns the Generation."""
     import onebit
 
-    start = time.perf_counter()
     gen = onebit.generate(model, prompt, chat=chat, system=args.system,
                           max_tokens=args.max_tokens, head=args.head, k=args.k,
                           sampling=sampling_of(args), seed=args.seed, draft=args.draft,
                           on_text=write)
-    seconds = time.perf_counter() - start
     write("\n")
-    print(report(gen.result, seconds, args.head), file=sys.stderr, flush=True)
+    print(report(gen, args.head), file=sys.stderr, flush=True)
     return gen
 
 

@@ -8,6 +8,7 @@ stop token is emitted and committed, and `generate` leaves it out of the text.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from onebit.text.chat import check_messages, render
@@ -24,6 +25,14 @@ class Generation:
     result: object          # onebit.RunResult
     prompt_ids: list[int]
     stopped_on: int | None  # the stop token (EOS/EOT) that ended it, or None
+    prefill_seconds: float = 0.0  # from the call to the first token (the prompt's passes)
+    decode_seconds: float = 0.0   # from the first token to the last
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Tokens after the first (which the prefill produces) per second of decode."""
+        after_first = len(self.result.tokens) - 1
+        return after_first / self.decode_seconds if self.decode_seconds > 0 else 0.0
 
     def __iter__(self):
         return iter((self.text, self.result))
@@ -107,8 +116,11 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     stops = tok.stop_ids
     stream = tok.stream(skip_special_tokens=skip_special_tokens)
     stopped_on = []
+    clock = [time.perf_counter(), None]   # start, first token
 
     def on_token(token: int):
+        if clock[1] is None:
+            clock[1] = time.perf_counter()
         if token in stops:
             stopped_on.append(token)
             return False
@@ -119,7 +131,10 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
 
     result = onebit.run(model, draft_head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
                         sampling=sampling, seed=seed, rng=rng, fallback=fallback)
+    end = time.perf_counter()
     rest = stream.flush()
     if rest and on_text is not None:
         on_text(rest)
-    return Generation(stream.text, result, ids, stopped_on[0] if stopped_on else None)
+    first = clock[1] if clock[1] is not None else end
+    return Generation(stream.text, result, ids, stopped_on[0] if stopped_on else None,
+                      prefill_seconds=first - clock[0], decode_seconds=end - first)
