@@ -51,11 +51,28 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
                       sort_keys=sort_keys)
 
 
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, with `*` and `**` checked: `'a' * 10**9` would allocate a
+    gigabyte before any output limit could see it."""
+
+    intercepted_binops = frozenset(["*", "**"])
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "**" and isinstance(right, int) and abs(right) > 64:
+            raise SecurityError(f"the power {right} is too large")
+        if operator == "*":
+            sized, count = (left, right) if isinstance(right, int) else (right, left)
+            if isinstance(sized, str | list | tuple) and isinstance(count, int) \
+                    and len(sized) * count > MAX_RENDERED_CHARS:
+                raise SecurityError(f"a repetition of {len(sized)} x {count} items")
+        return super().call_binop(context, operator, left, right)
+
+
 @lru_cache(maxsize=16)
 def _compile(source: str) -> jinja2.Template:
     # the default Undefined, not StrictUndefined: templates test `{% if tools %}` for
     # variables a caller may not pass; calling or indexing an undefined still fails
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+    env = _Sandbox(trim_blocks=True, lstrip_blocks=True,
                                         extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
@@ -88,8 +105,9 @@ def render(template: str | None, messages, *, add_generation_prompt: bool = True
     messages = check_messages(messages)
     try:
         compiled = _compile(source)
-        text = compiled.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               bos_token=bos_token, eos_token=eos_token, **extra)
+        text = _bounded(compiled.generate(
+            messages=messages, add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token, eos_token=eos_token, **extra))
     except _TemplateRaised as e:
         raise ChatTemplateError(f"the chat template refused the messages: {e}") from None
     except SecurityError as e:
@@ -101,7 +119,17 @@ def render(template: str | None, messages, *, add_generation_prompt: bool = True
             IndexError, ZeroDivisionError, OverflowError, RecursionError) as e:
         raise ChatTemplateError(f"the chat template failed to render: "
                                 f"{type(e).__name__}: {' '.join(str(e).split())}") from None
-    if len(text) > MAX_RENDERED_CHARS:
-        raise ChatTemplateError(f"the chat template rendered {len(text)} characters "
-                                f"(limit {MAX_RENDERED_CHARS})")
     return text
+
+
+def _bounded(chunks) -> str:
+    """The rendered text, stopped as soon as it passes the limit (a loop that prints without
+    end fails here instead of filling memory)."""
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_RENDERED_CHARS:
+            raise ChatTemplateError(f"the chat template rendered over {MAX_RENDERED_CHARS} "
+                                    "characters")
+        parts.append(chunk)
+    return "".join(parts)

@@ -39,11 +39,17 @@ def test_template_features():
     ("{% for %}", "does not parse"),
     ("{{ undefined_function() }}", "failed to render"),
     ("{{ 1 / 0 }}", "failed to render"),
+    ("{{ 'a' * 10**9 }}", "sandbox"),
+    ("{{ [1] * 100000000 }}", "sandbox"),
+    ("{{ 2 ** 100000000 }}", "sandbox"),
+    ("{% for i in range(99999) %}{% for j in range(99999) %}xxxxxxxxxx{% endfor %}{% endfor %}",
+     "rendered over"),
     ("{{ messages[5]['content'] }}", "failed to render"),
 ])
 def test_bad_templates_fail_in_one_line(template, says):
-    """A template that tries to reach Python internals or mutate its input, or simply fails,
-    raises one ChatTemplateError line saying which, never another exception."""
+    """A template that tries to reach Python internals, mutate its input or allocate without
+    bound, or simply fails, raises one ChatTemplateError line saying which, never another
+    exception (and never fills memory first)."""
     with pytest.raises(ChatTemplateError, match=says) as info:
         render(template, MESSAGES)
     assert "\n" not in str(info.value)
