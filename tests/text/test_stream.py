@@ -1,6 +1,6 @@
 """The streaming decoder never emits half a character, and its pieces join to `decode()`."""
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 # Text that splits across tokens mid-character: emoji (with ZWJ and skin tones), CJK, accents,
@@ -56,3 +56,23 @@ def test_stream_spm_strips_the_prefix_space(spm_metadata):
     stream = tok.stream(skip_special_tokens=True)
     text = "".join(stream.push(i) for i in ids) + stream.flush()
     assert text == tok.decode(ids, skip_special_tokens=True) == "hello abc é"
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXTS)
+def test_stream_spm_property(spm_metadata, text):
+    """The same property on SentencePiece, where most characters here fall back to their
+    UTF-8 byte pieces one byte at a time: every piece is a prefix of decode, and the pieces
+    joined equal decode(ids) (BOS skipped)."""
+    from onebit.text import Tokenizer
+
+    tok = Tokenizer.from_gguf_metadata(spm_metadata())
+    ids = tok.encode(text)
+    full = tok.decode(ids, skip_special_tokens=True)
+    stream = tok.stream(skip_special_tokens=True)
+    emitted = ""
+    for token_id in ids:
+        emitted += stream.push(token_id)
+        assert full.startswith(emitted), (text, emitted)
+    assert emitted + stream.flush() == full
