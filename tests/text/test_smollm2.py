@@ -31,3 +31,15 @@ def test_stops_at_im_end(smollm2):
     assert gen.stopped_on == 2 and gen.result.stopped
     assert gen.result.tokens[-1] == 2 and len(gen.result.tokens) < 48
     assert "Paris" in gen.text
+
+
+def test_generate_without_model_uses_the_cache(smollm2_path, tmp_path, onebit_cli):
+    """`onebit generate` with no --model takes SmolLM2 from $ONEBIT_HOME (here a fresh home
+    whose cache links to the verified file, so nothing is downloaded) and prints its answer as
+    text, the report on stderr."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / smollm2_path.name).symlink_to(smollm2_path)
+    done = onebit_cli("generate", "What is the capital of France? Answer in one word.",
+                      "--max-tokens", 8, env={"ONEBIT_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "Paris" in done.stdout and "tokens/s" in done.stderr
