@@ -84,11 +84,12 @@ def write(text: str) -> None:
 
 def report(gen, head: str) -> str:
     """The stderr line after a generation: decode speed (the tokens after the first, which
-    the prompt's passes produce), passes per token, the prefill, and the head's acceptance."""
+    the prompt's passes produce), passes per token, the time to the first token (the prefill,
+    and on a fresh process the kernels' first compile) and the head's acceptance."""
     s = gen.result.stats
     line = (f"[{s.emitted} tokens, {gen.decode_tokens_per_second:.1f} tokens/s, "
-            f"{s.passes_per_token:.3f} passes/token, prefill {gen.prefill_seconds * 1e3:.0f} ms "
-            f"in {s.prefill_passes} passes")
+            f"{s.passes_per_token:.3f} passes/token, first token after "
+            f"{gen.prefill_seconds * 1e3:.0f} ms ({s.prefill_passes} prefill passes)")
     if head != "none":
         line += f", acceptance {s.acceptance_rate:.1%} ({s.accepted}/{s.proposed})"
     return line + "]"
