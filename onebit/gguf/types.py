@@ -83,7 +83,9 @@ def dequantize(type_id: int, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndar
     elif name == "BF16":  # the upper half of a float32
         out = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
     else:
-        out = _DECODERS[name](raw.reshape(-1, size))
+        # a damaged scale may be inf / NaN; the model's finite check refuses it by name
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = _DECODERS[name](raw.reshape(-1, size))
     return out.reshape(shape)
 
 

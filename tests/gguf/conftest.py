@@ -25,3 +25,8 @@ def smollm2() -> Path:
     if not path.is_file():
         pytest.skip(f"{path} is absent (fetch it with `onebit pull smollm2`)")
     return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: takes over ~20 s on two shared cores (SmolLM2 cross-checks)")
