@@ -75,3 +75,16 @@ def test_refusals(tiny_model):
         onebit.generate(tiny_model, "x", head="medusa")
     with pytest.raises(ValueError, match="system= needs a chat prompt"):
         onebit.generate(tiny_model, "x", chat=False, system="s")
+
+
+def test_sampling_keywords_pass_through(tiny_model):
+    """`sampling` and `seed` reach the loop: the same seed gives the same text and the
+    loop's own sampled tokens (`onebit.run` with the same arguments), the RunResult records
+    the seed."""
+    s = onebit.Sampling(temperature=0.9, top_k=40)
+    a = onebit.generate(tiny_model, "Once", max_tokens=12, sampling=s, seed=7)
+    b = onebit.generate(tiny_model, "Once", max_tokens=12, sampling=s, seed=7)
+    ids = tiny_model.tokenizer.encode("Once")
+    direct = onebit.run(tiny_model, None, ids, max_tokens=12, k=1, sampling=s, seed=7)
+    assert a.text == b.text and a.result.tokens == direct.tokens[:len(a.result.tokens)]
+    assert a.result.seed == 7
