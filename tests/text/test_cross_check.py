@@ -55,6 +55,16 @@ def test_smollm2_against_transformers(smollm2_path, smollm2_tokenizer):
                                                       smollm2_tokenizer.eos_token_id)
 
 
+def test_corpus_tells_a_wrong_split(smollm2_path, smollm2_metadata):
+    """The cross-check can fail: SmolLM2's vocabulary cut by Llama 3's split instead of its
+    own disagrees with transformers on some corpus string (digit runs, whitespace)."""
+    transformers = pytest.importorskip("transformers")
+    peer = transformers.AutoTokenizer.from_pretrained(str(smollm2_path.parent),
+                                                      gguf_file=smollm2_path.name)
+    wrong = Tokenizer.from_gguf_metadata({**smollm2_metadata, "tokenizer.ggml.pre": "llama3"})
+    assert _first_mismatch(wrong, peer, corpus()) is not None
+
+
 def _write_gguf(path: Path, metadata: dict) -> None:
     """A GGUF holding only tokenizer metadata (and the llama fields a config reader wants)."""
     gguf = pytest.importorskip("gguf")
