@@ -29,6 +29,16 @@ def load_model(path, **options):
     return load(path, **options)
 
 
+def generate(model, prompt, **options):
+    """Text (or chat messages) in, text out through `run()`: returns a `Generation` that
+    unpacks as `(text, run_result)`. See `onebit.text.generate.generate` for the keywords
+    (`chat`, `system`, `max_tokens`, `head`, `k`, `sampling`, `seed`, `on_text`, ...) and
+    docs/real-models.md. Imported on first use: the loop does not need the tokenizer."""
+    from onebit.text.generate import generate as gen
+
+    return gen(model, prompt, **options)
+
+
 __all__ = [
     "BaseContractError",
     "BaseModel",
@@ -46,6 +56,7 @@ __all__ = [
     "SamplingHead",
     "SeededRng",
     "check_request",
+    "generate",
     "greedy",
     "load_model",
     "run",

@@ -1,0 +1,273 @@
+"""From llama.cpp's names to HuggingFace's: the config dict and the tensor names.
+
+A GGUF file says what its model is in `<arch>.*` metadata and names tensors `blk.N.attn_q...`;
+the forward is written against HF's `config.json` fields and tensor names. This module maps one
+to the other, for the architectures onebit runs:
+
+- `llama` (SmolLM2, Llama 2/3.x, Mistral-style): HF model_type "llama". llama.cpp's converter
+  permutes the rows of `attn_q` / `attn_k` so its rotary code can rotate adjacent pairs; HF
+  rotates the two halves of each head, so the permutation is undone here (`unpermute`).
+  Llama 3.x's frequency scaling arrives as a `rope_freqs.weight` tensor of per-frequency
+  divisors; it is turned back into HF's `rope_scaling` (rope_type "llama3") and checked to
+  reproduce the tensor.
+- `qwen2`: model_type "qwen2", with q/k/v biases; no permutation (NEOX-style rotary).
+- `qwen3`: model_type "qwen3", with per-head q/k RMSNorms; no permutation.
+
+Everything else is refused by name: another architecture, an `<arch>.*` field this module does
+not read (a mixture-of-experts count, sliding windows, ...), a tensor the forward would not
+use. `general.*` and `quantize.*` fields describe the file, not the model, and are ignored;
+`tokenizer.*` fields are handed on untouched for the tokenizer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from onebit.gguf.errors import GGUFConfigError, UnsupportedGGUFError
+
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}  # GGUF -> HF model_type
+# prefixes of fields that describe the file or feed the tokenizer, never the forward
+PASSED_PREFIXES = ("general.", "quantize.", "tokenizer.")
+# <arch>.<suffix> fields this module reads
+ARCH_FIELDS = (
+    "block_count", "context_length", "embedding_length", "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv", "attention.layer_norm_rms_epsilon",
+    "attention.key_length", "attention.value_length", "rope.freq_base", "rope.dimension_count",
+    "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length",
+    "vocab_size",
+)
+
+GLOBAL_TENSORS = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+LAYER_TENSORS = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+}
+COMMON = ("attn_norm.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.weight",
+          "attn_v.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight",
+          "ffn_down.weight")
+# per architecture: the layer tensors every block must have
+LAYER_SETS = {
+    "llama": COMMON,
+    "qwen2": COMMON + ("attn_q.bias", "attn_k.bias", "attn_v.bias"),
+    "qwen3": COMMON + ("attn_q_norm.weight", "attn_k_norm.weight"),
+}
+ROPE_FREQS = "rope_freqs.weight"  # llama3 frequency divisors, consumed into the config
+_LAYER = re.compile(r"blk\.(\d+)\.(.+)")
+
+
+def architecture(metadata: dict[str, Any], source: str) -> str:
+    """The file's `general.architecture`, when onebit runs it."""
+    arch = metadata.get("general.architecture")
+    if arch is None:
+        raise GGUFConfigError(f"{source}: missing metadata 'general.architecture'")
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
+        raise UnsupportedGGUFError(f"{source}: architecture {_shown(arch)} is not supported; "
+                                   f"supported: {sorted(ARCHITECTURES)}")
+    return arch
+
+
+def check_fields(metadata: dict[str, Any], arch: str, source: str) -> None:
+    """Refuse a field that is neither the file's description nor one this module reads."""
+    known = {f"{arch}.{suffix}" for suffix in ARCH_FIELDS}
+    for key in metadata:
+        if key not in known and not key.startswith(PASSED_PREFIXES):
+            raise UnsupportedGGUFError(
+                f"{source}: metadata field '{key}' is not one onebit reads for a {arch} model "
+                "(refused rather than run a model it may change)")
+
+
+def hf_config(metadata: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+              rope_freqs: np.ndarray | None, source: str) -> dict[str, Any]:
+    """The HF config.json dict of the model a GGUF file describes. `shapes` are the file's
+    tensor shapes by GGUF name (numpy order), `rope_freqs` the llama3 tensor when present."""
+    arch = architecture(metadata, source)
+    check_fields(metadata, arch, source)
+
+    def field(suffix: str, default: Any = None, kind: type = int) -> Any:
+        key = f"{arch}.{suffix}"
+        value = metadata.get(key, default)
+        if value is None:
+            raise GGUFConfigError(f"{source}: missing metadata '{key}'")
+        ok = isinstance(value, kind) and not isinstance(value, bool)
+        if kind is float:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or (kind is int and value <= 0) or (kind is float and not
+                                                     (math.isfinite(value) and value > 0)):
+            raise GGUFConfigError(f"{source}: metadata '{key}' is {_shown(value)}; expected a "
+                                  f"positive {kind.__name__}")
+        return value
+
+    hidden = field("embedding_length")
+    heads = field("attention.head_count")
+    head_dim = field("attention.key_length", hidden // heads if hidden % heads == 0 else None)
+    if field("attention.value_length", head_dim) != head_dim:
+        raise UnsupportedGGUFError(f"{source}: '{arch}.attention.value_length' differs from the "
+                                   f"key length {head_dim}; not supported")
+    if field("rope.dimension_count", head_dim) != head_dim:
+        raise UnsupportedGGUFError(f"{source}: '{arch}.rope.dimension_count' is "
+                                   f"{metadata[arch + '.rope.dimension_count']}, not the head "
+                                   f"dimension {head_dim}: partial rotary is not supported")
+    embed = shapes.get("token_embd.weight")
+    if embed is None or len(embed) != 2:
+        raise GGUFConfigError(f"{source}: missing tensor 'token_embd.weight' (2-D)")
+    vocab = field("vocab_size", embed[0])
+    if vocab != embed[0]:
+        raise GGUFConfigError(f"{source}: '{arch}.vocab_size' is {vocab} but token_embd.weight "
+                              f"has {embed[0]} rows")
+    config: dict[str, Any] = {
+        "model_type": ARCHITECTURES[arch],
+        "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                           "qwen3": "Qwen3ForCausalLM"}[arch]],
+        "hidden_size": hidden,
+        "num_hidden_layers": field("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": field("attention.head_count_kv", heads),
+        "head_dim": head_dim,
+        "intermediate_size": field("feed_forward_length"),
+        "vocab_size": vocab,
+        "rms_norm_eps": field("attention.layer_norm_rms_epsilon", kind=float),
+        "rope_theta": float(field("rope.freq_base", 10000.0, kind=float)),
+        "max_position_embeddings": field("context_length", 2048),
+        "tie_word_embeddings": "output.weight" not in shapes,
+        "hidden_act": "silu",
+    }
+    if arch == "llama":
+        config.update(attention_bias=False, mlp_bias=False)
+    for name in ("bos", "eos"):
+        value = metadata.get(f"tokenizer.ggml.{name}_token_id")
+        if isinstance(value, int) and not isinstance(value, bool):
+            config[f"{name}_token_id"] = value
+    scaling = _rope_scaling(metadata, arch, config, rope_freqs, source)
+    if scaling is not None:
+        config["rope_scaling"] = scaling
+    return config
+
+
+def _rope_scaling(metadata, arch, config, rope_freqs, source) -> dict[str, Any] | None:
+    kind = metadata.get(f"{arch}.rope.scaling.type", "none")
+    if rope_freqs is not None:
+        if arch != "llama" or kind not in ("none", "llama3"):
+            raise UnsupportedGGUFError(f"{source}: tensor '{ROPE_FREQS}' in a {arch} file with "
+                                       f"rope scaling {_shown(kind)} is not supported")
+        original = metadata.get(f"{arch}.rope.scaling.original_context_length", 8192)
+        return llama3_scaling(rope_freqs, config["rope_theta"], config["head_dim"], original,
+                              source)
+    if kind == "none":
+        return None
+    if kind == "linear":
+        factor = metadata.get(f"{arch}.rope.scaling.factor")
+        if not isinstance(factor, int | float) or not factor > 0:
+            raise GGUFConfigError(f"{source}: '{arch}.rope.scaling.factor' is {_shown(factor)};"
+                                  " linear scaling needs a positive factor")
+        return {"rope_type": "linear", "factor": float(factor)}
+    raise UnsupportedGGUFError(f"{source}: '{arch}.rope.scaling.type' is {_shown(kind)}; "
+                               "supported: none, linear, and llama3 (by rope_freqs.weight)")
+
+
+def llama3_frequency_divisors(theta: float, head_dim: int, factor: float, low: float,
+                              high: float, original: int) -> np.ndarray:
+    """The divisor of each rotary frequency under HF's llama3 rule: 1 for short wavelengths,
+    `factor` for long ones, and a smooth blend in between (what llama.cpp stores)."""
+    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    wavelen = 2 * math.pi / inv
+    smooth = (original / wavelen - low) / (high - low)
+    blended = 1.0 / ((1 - smooth) / factor + smooth)
+    out = np.where(wavelen < original / high, 1.0, blended)
+    return np.where(wavelen > original / low, factor, out)
+
+
+def llama3_scaling(freqs: np.ndarray, theta: float, head_dim: int, original: Any,
+                   source: str) -> dict[str, Any]:
+    """HF's llama3 `rope_scaling` that reproduces the divisors in `rope_freqs.weight`: the
+    factor is their largest value, and the low / high frequency factors are Meta's published
+    1 and 4 (GGUF does not store them); a file whose divisors do not match is refused."""
+    freqs = np.asarray(freqs, dtype=np.float64).reshape(-1)
+    if freqs.shape != (head_dim // 2,) or not np.isfinite(freqs).all() or freqs.min() <= 0:
+        raise GGUFConfigError(f"{source}: tensor '{ROPE_FREQS}' must hold {head_dim // 2} "
+                              f"positive divisors, got shape {freqs.shape}")
+    if not isinstance(original, int) or isinstance(original, bool) or original <= 0:
+        raise GGUFConfigError(f"{source}: rope original context length is {_shown(original)}")
+    factor = float(freqs.max())
+    expected = llama3_frequency_divisors(theta, head_dim, factor, 1.0, 4.0, original)
+    if not np.allclose(freqs, expected, rtol=1e-5, atol=0):
+        raise UnsupportedGGUFError(
+            f"{source}: tensor '{ROPE_FREQS}' is not llama3 scaling with factor {factor}, "
+            f"low/high frequency factors 1/4 and original context {original}")
+    return {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": original}
+
+
+def hf_name(name: str, arch: str, layers: int, source: str) -> str:
+    """The HF name of GGUF tensor `name`; `UnsupportedGGUFError` for one the forward does not
+    use (or a block past `layers`)."""
+    if name in GLOBAL_TENSORS:
+        return GLOBAL_TENSORS[name]
+    match = _LAYER.fullmatch(name)
+    if match and match.group(2) in LAYER_SETS[arch]:
+        layer = int(match.group(1))
+        if layer < layers and match.group(1) == str(layer):
+            return f"model.layers.{layer}.{LAYER_TENSORS[match.group(2)]}"
+        raise GGUFConfigError(f"{source}: tensor '{name}' is for block {match.group(1)}; the "
+                              f"model has {layers} blocks")
+    raise UnsupportedGGUFError(f"{source}: tensor '{name}' is not one a {arch} model uses")
+
+
+def required(arch: str, layers: int, tied: bool) -> list[str]:
+    """Every GGUF tensor name a `arch` model of `layers` blocks must have."""
+    names = ["token_embd.weight", "output_norm.weight"] + ([] if tied else ["output.weight"])
+    return names + [f"blk.{i}.{t}" for i in range(layers) for t in LAYER_SETS[arch]]
+
+
+def unpermute(rows: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's row order for a llama q/k projection (weights [out, in] or their
+    blocks): within each head it stores the rotary pairs interleaved (row 2i is the first half's
+    row i, row 2i + 1 the second half's); HF keeps the halves apart."""
+    out = rows.shape[0]
+    if out % (2 * heads):
+        raise GGUFConfigError(f"{out} rows do not split into {heads} heads of rotary pairs")
+    half = out // heads // 2
+    grouped = rows.reshape(heads, half, 2, *rows.shape[1:])
+    return np.ascontiguousarray(grouped.swapaxes(1, 2).reshape(rows.shape))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def expected_shapes(config: dict[str, Any], arch: str) -> dict[str, tuple[int, ...]]:
+    """The shape (numpy order) of every tensor a model of `config` has, by GGUF name."""
+    H, D, F, V = (config["hidden_size"], config["head_dim"], config["intermediate_size"],
+                  config["vocab_size"])
+    q, kv = config["num_attention_heads"] * D, config["num_key_value_heads"] * D
+    per_layer = {
+        "attn_norm.weight": (H,), "ffn_norm.weight": (H,), "attn_q.weight": (q, H),
+        "attn_k.weight": (kv, H), "attn_v.weight": (kv, H), "attn_output.weight": (H, q),
+        "ffn_gate.weight": (F, H), "ffn_up.weight": (F, H), "ffn_down.weight": (H, F),
+        "attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,),
+        "attn_q_norm.weight": (D,), "attn_k_norm.weight": (D,),
+    }
+    shapes = {"token_embd.weight": (V, H), "output_norm.weight": (H,), "output.weight": (V, H)}
+    for i in range(config["num_hidden_layers"]):
+        shapes.update({f"blk.{i}.{t}": per_layer[t] for t in LAYER_SETS[arch]})
+    return shapes

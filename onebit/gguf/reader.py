@@ -1,0 +1,115 @@
+"""Reading a GGUF file: the checked header, then llama.cpp's own reader for values and data.
+
+`read_gguf(path)` returns the file's metadata as plain Python values (key -> str / int / float /
+bool / list), the HF-style config dict its `<arch>.*` fields describe, and every tensor by HF
+name as a `Stored` float32 array, dequantised once here (onebit/gguf/types.py), with llama's q/k
+rows put back in HF order. Nothing the header does not vouch for is read (header.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onebit.gguf import mapping
+from onebit.gguf.errors import GGUFConfigError, GGUFError
+from onebit.gguf.header import Header, read_header
+from onebit.gguf.types import TYPE_NAMES, dequantize
+from onebit.models.files import check_regular
+from onebit.models.weights import Stored
+
+
+@dataclass
+class GGUFContents:
+    """What a GGUF file holds, in the forms onebit's model builder takes."""
+
+    config: dict[str, Any]  # HF config.json fields
+    tensors: dict[str, Stored]  # by HF name, float32
+    metadata: dict[str, Any]  # every key/value of the file (tokenizer.* included)
+    types: dict[str, str]  # HF name -> the ggml type it was stored in (F32, Q4_1, ...)
+    header: Header
+
+
+def read_metadata(path: str | Path) -> tuple[Header, Any, dict[str, Any]]:
+    """(checked header, the `gguf.GGUFReader`, metadata as plain values) of the file."""
+    path = Path(path)
+    check_regular(path, GGUFError)
+    header = read_header(path)
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(path)
+    except (ValueError, KeyError, IndexError, OverflowError, TypeError) as error:
+        # the header walk passed, so this is a value the walk does not judge
+        raise GGUFError(f"{path}: gguf could not read the file: {error}") from None
+    metadata: dict[str, Any] = {}
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF."):  # the reader's own entries for version and counts
+            continue
+        try:
+            metadata[key] = _plain(field.contents())
+        except (UnicodeDecodeError, ValueError, IndexError) as error:
+            raise GGUFError(f"{path}: metadata '{key}' cannot be read: {error}") from None
+    return header, reader, metadata
+
+
+def read_gguf(path: str | Path) -> GGUFContents:
+    """Read and check the GGUF file at `path` (see the module docstring). Raises `GGUFError`,
+    `GGUFConfigError` or `UnsupportedGGUFError` naming the file and the culprit."""
+    path = Path(path)
+    source = str(path)
+    header, reader, metadata = read_metadata(path)
+    infos = {t.name: t for t in header.tensors}
+    views = {t.name: t for t in reader.tensors}
+    for name, info in infos.items():  # the reader must agree with the walk on every extent
+        view = views.get(name)
+        if view is None or int(view.data_offset) != info.offset or view.data.nbytes != info.nbytes:
+            raise GGUFError(f"{path}: tensor '{name}' is placed differently by gguf's reader")
+    freqs = None
+    if mapping.ROPE_FREQS in infos:
+        freqs = _values(views[mapping.ROPE_FREQS], infos[mapping.ROPE_FREQS])
+    config = mapping.hf_config(metadata, {n: i.shape for n, i in infos.items()}, freqs, source)
+    arch = metadata["general.architecture"]
+    expected = mapping.expected_shapes(config, arch)
+    for name in infos:
+        if name != mapping.ROPE_FREQS:
+            mapping.hf_name(name, arch, config["num_hidden_layers"], source)
+    for name in mapping.required(arch, config["num_hidden_layers"],
+                                 config["tie_word_embeddings"]):
+        if name not in infos:
+            raise GGUFConfigError(f"{path}: missing tensor '{name}'")
+        if infos[name].shape != expected[name]:
+            raise GGUFConfigError(f"{path}: tensor '{name}' has shape {list(infos[name].shape)}"
+                                  f"; the metadata implies {list(expected[name])}")
+    tensors: dict[str, Stored] = {}
+    types: dict[str, str] = {}
+    for name, info in infos.items():
+        if name == mapping.ROPE_FREQS:
+            continue
+        values = _values(views[name], info)
+        if arch == "llama" and name.endswith(("attn_q.weight", "attn_k.weight")):
+            heads = config["num_attention_heads" if "attn_q" in name else "num_key_value_heads"]
+            values = mapping.unpermute(values, heads)
+        hf = mapping.hf_name(name, arch, config["num_hidden_layers"], source)
+        tensors[hf] = Stored(values, "float", source)
+        types[hf] = TYPE_NAMES[info.type_id]
+    return GGUFContents(config, tensors, metadata, types, header)
+
+
+def _values(view, info) -> np.ndarray:
+    raw = np.asarray(view.data).reshape(-1).view(np.uint8)
+    return dequantize(info.type_id, raw, info.shape)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays -> Python values, so the metadata is a plain dict."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
