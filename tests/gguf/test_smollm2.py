@@ -142,7 +142,7 @@ def test_base_contract_on_smollm2(contents, smollm2):
     """The base contract (B1..B7) holds on SmolLM2 in float32: batches equal steps bit for
     bit, commits, refusals and resets behave."""
     from pytest_onebit import check_base
-    from pytest_onebit.base_checks import BaseSettings
+    from pytest_onebit.base.checks import BaseSettings
 
     report = check_base(lambda: fresh32(contents, smollm2),
                         settings=BaseSettings(positions=(0, 2), script_length=8, examples=2))
