@@ -12,9 +12,10 @@ from onebit.errors import (
     PartError,
 )
 from onebit.fallback import Fallback
-from onebit.loop import RunResult, RunStats, check_request, greedy, run
-from onebit.plain_sampling import sample
+from onebit.loop import check_request, run
 from onebit.protocols import BaseModel, DraftHead, Drafts, SamplingHead
+from onebit.reference import greedy, sample
+from onebit.result import RunResult, RunStats
 from onebit.sampling import Rng, Sampling, SeededRng, warp
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onebit.loop import greedy
 from onebit.protocols import BaseModel
+from onebit.reference import greedy
 
 FLAVOURS = ("one-pass", "two-pass")
 

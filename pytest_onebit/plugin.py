@@ -190,7 +190,7 @@ def half_head():
 @pytest.fixture
 def plain_decode():
     """`plain_decode(prompt, max_tokens, **toy_config)`: onebit.greedy on a fresh toy base."""
-    from onebit.loop import greedy
+    from onebit.reference import greedy
     from pytest_onebit.toy import ToyBase
 
     def decode(prompt, max_tokens, **config):

@@ -25,7 +25,7 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from onebit.loop import greedy
+from onebit.reference import greedy
 from onebit.sampling import Sampling, SeededRng
 from pytest_onebit.assertions import assert_tokens_equal
 from pytest_onebit.conformance import ContractReport, Finding

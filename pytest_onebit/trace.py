@@ -118,7 +118,7 @@ def stopper(stop_at: int | None, seen: list[int]) -> Callable[[int], bool]:
 
 def execute(run: RunFn, scenario: Scenario) -> Trace:
     """Run `scenario` through `run` (any implementation of onebit.run's signature)."""
-    from onebit.loop import greedy
+    from onebit.reference import greedy
     from pytest_onebit.heads import Oracle
 
     s = scenario

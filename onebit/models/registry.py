@@ -14,6 +14,7 @@ family's shapes (`WeightStore`) and builds the model. Its signature is kept stab
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,13 +51,25 @@ class Family:
     doc: str = ""
 
 
+#: Every family: its name -> "module:attribute" of its `Family`. The one list to extend.
+FAMILY_MODULES = {
+    "qwen3": "onebit.models.qwen3:QWEN3",
+    "qwen3_5": "onebit.models.qwen3:QWEN3_5",
+    "gemma4": "onebit.models.gemma4:GEMMA4",
+    "llama": "onebit.models.llama:LLAMA",
+}
+FAMILY_NAMES = tuple(FAMILY_MODULES)
+
+
 def _families() -> dict[str, Family]:
     """The table. Imported late: each family module imports the shared decoder plumbing."""
-    from onebit.models import gemma4, llama, qwen3
-
     table: dict[str, Family] = {}
-    for family in (qwen3.QWEN3, qwen3.QWEN3_5, gemma4.GEMMA4, llama.LLAMA):
-        table[family.name] = family
+    for name, where in FAMILY_MODULES.items():
+        module, attribute = where.split(":")
+        family = getattr(importlib.import_module(module), attribute)
+        if family.name != name:
+            raise RuntimeError(f"{where} is the family {family.name!r}, listed as {name!r}")
+        table[name] = family
     return table
 
 
@@ -164,5 +177,5 @@ def build(raw_config: dict[str, Any], tensors: Mapping[str, Stored], *, config_s
                         kernel=kernel, backend=backend, **options)
 
 
-__all__ = ["Family", "build_model", "compute_dtype", "families", "family_for", "family_named",
-           "model_types"]
+__all__ = ["FAMILY_NAMES", "Family", "build_model", "compute_dtype", "families", "family_for",
+           "family_named", "model_types"]
