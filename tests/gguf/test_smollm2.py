@@ -51,6 +51,7 @@ def chat_ids(tok, prompt: str) -> list[int]:
     return [int(i) for i in ids]
 
 
+@pytest.mark.slow
 def test_tensors_equal_transformers(smollm2, peer):
     """Every weight onebit reads (dequantised, q/k rows in HF order) equals the parameter
     transformers loads from the same file, exactly."""
