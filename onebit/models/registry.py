@@ -173,8 +173,23 @@ def build(raw_config: dict[str, Any], tensors: Mapping[str, Stored], *, config_s
     weights = WeightStore(dict(tensors), config, dtype=dtype, convention=q4nx_convention,
                           unpack_per_token=unpack_per_token, source=weights_source,
                           shapes=family.shapes(config))
-    return family.build(config, weights, max_batch_rows=rows, max_prefill_rows=max_prefill_rows,
-                        kernel=kernel, backend=backend, **options)
+    model = family.build(config, weights, max_batch_rows=rows, max_prefill_rows=max_prefill_rows,
+                         kernel=kernel, backend=backend, **options)
+    # The longest sequence the model was trained for: `generate` refuses a prompt that fills it
+    # (a GGUF file's `<arch>.context_length` arrives here as max_position_embeddings).
+    model.context_length = context_length(raw_config, config_source)
+    return model
+
+
+def context_length(raw_config: dict[str, Any], source: str) -> int | None:
+    """`max_position_embeddings`, checked, or None when the config does not say."""
+    value = raw_config.get("max_position_embeddings")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelConfigError(
+            f"{source}: max_position_embeddings must be a positive integer, got {value!r}")
+    return value
 
 
 __all__ = ["FAMILY_NAMES", "Family", "build_model", "compute_dtype", "families", "family_for",

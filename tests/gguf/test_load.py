@@ -48,3 +48,25 @@ def test_gguf_model_is_the_reference_model(tmp_path, case):
         assert np.array_equal(model.step(token, pos), twin.step(token, pos)), (case, pos)
     model.reset()
     assert len(onebit.greedy(model, [1, 2, 3], max_tokens=4).tokens) == 4
+
+
+def test_context_length_comes_from_the_file(tmp_path):
+    """A GGUF model knows its `<arch>.context_length` (256 in the fabricated file), which is the
+    length `onebit.generate` bounds a prompt by (its refusal: tests/text/test_generate.py); a
+    config without the field leaves the length unknown, and a nonsensical one is refused by
+    name."""
+    from onebit.models.errors import ModelConfigError
+    from onebit.text.generate import context_length
+
+    path = tmp_path / "m.gguf"
+    reference = fabricate_gguf(path, "llama")
+    model = load_model(path, kernel="numpy", tokenizer=False)
+    assert model.context_length == 256
+    assert context_length(model) == 256
+    config = read_gguf(path).config
+    tensors = {n: Stored(v, "float", "reference") for n, v in reference.items()}
+    unknown = {k: v for k, v in config.items() if k != "max_position_embeddings"}
+    assert build_model(unknown, tensors, source="r", kernel="numpy").context_length is None
+    with pytest.raises(ModelConfigError, match="max_position_embeddings must be a positive"):
+        build_model({**config, "max_position_embeddings": 0}, tensors, source="r",
+                     kernel="numpy")
