@@ -99,3 +99,18 @@ def test_each_package_exports_exactly_its_documented_api():
     assert not {"execute", "run_check", "load_object"} & set(pytest_onebit.__all__)
     assert {"SamplingContract", "check_sampling",
             "assert_distribution_equivalent"} <= set(pytest_onebit.__all__)
+
+
+def test_test_files_have_unique_basenames():
+    """Every test module under tests/ has a basename of its own: the suite has no packages
+    (rootdir-relative imports), so two `test_x.py` in different folders make pytest's
+    collection fail with "import file mismatch" for one of them."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name == "__init__.py" or path.name == "conftest.py":
+            continue
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, f"test modules sharing a basename: {clashes}"
