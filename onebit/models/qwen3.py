@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onebit.backends import Backend, make_backend
+from onebit.models.blocks import is_block_kind
 from onebit.models.config import FULL, ModelConfig
 from onebit.models.errors import ModelInputError
 from onebit.models.gdn import GDNState, gated_norm, gdn_token, sigmoid, silu
@@ -365,6 +366,8 @@ class Qwen3Model:
         name = self.weights.lm_head_name() if name == LM_HEAD else name
         if getattr(self.backend, "reads_q4nx", False) and self.weights.kind(name) == "q4nx":
             return self.weights.packed(name)
+        if getattr(self.backend, "reads_blocks", False) and is_block_kind(self.weights.kind(name)):
+            return self.weights.block_weight(name)
         return self.weights.get(name)
 
     def _rmsnorm(self, x: np.ndarray, factor: np.ndarray) -> np.ndarray:
