@@ -183,6 +183,17 @@ class Qwen3Model:
         self._pending = self._forward(tokens, pos)
         return self._pending.logits.copy()
 
+    def verify_last(self, tokens: Sequence[int], pos: int) -> np.ndarray:
+        """`verify(tokens, pos)[-1]`, bit for bit, computing the lm_head for the last row only
+        (a prefill batch needs no other row's scores; the hidden rows are all kept for
+        `last_hidden_rows` and the head). Commit with `commit_verify` as after `verify`."""
+        self._last_only = True
+        try:
+            logits = self.verify(tokens, pos)
+        finally:
+            self._last_only = False
+        return logits[-1]
+
     def commit_verify(self, n: int) -> None:
         """Keep the first n rows of the last verify: KV length and GDN state as of row n-1."""
         if self._pending is None:
@@ -325,7 +336,8 @@ class Qwen3Model:
             if layer in self._taps:
                 taps[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self._linear(LM_HEAD, hidden)
+        # each row's product is batch-invariant, so the last row alone has the same bits
+        logits = self._linear(LM_HEAD, hidden[-1:] if self._last_only else hidden)
         tapped = (
             np.stack([taps[layer] for layer in self._taps], axis=1)
             if self._taps
@@ -352,6 +364,7 @@ class Qwen3Model:
         self._biases = {name[: -len("bias")] + "weight" for name in weights.names()
                         if name.endswith(".bias")}
         self._limit = self.position_limit()
+        self._last_only = False  # verify_last: the lm_head for the last row only
 
     def _linear(self, name: str, rows: np.ndarray) -> np.ndarray:
         """`[R, out]`: rows times the weight `name` (LM_HEAD: the lm_head), on the backend."""
