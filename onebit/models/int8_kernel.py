@@ -9,13 +9,13 @@ a scheme of the Q8_0 / Q8_1 kind, in float32:
 
 Then for row r and output o, with the weight block b holding codes c_j and scales dw (, mw):
 
-    s_b = sum_j c_j * q_j          exactly, in int32 (q8_0: c = q; q4_0: c = nibble - 8;
-                                   q4_1: c = nibble)
-    t_b = (dw_b * dx_b) * float(s_b)            (q4_1: t_b = t_b + mw_b * sx_b)
-    p_k = sum of t_b over b = k, k + 8, k + 16, ..  in that order, for k = 0..7
-    y = ((p_0 + p_4) + (p_2 + p_6)) + ((p_1 + p_5) + (p_3 + p_7))
-    all in float32, rounded at each operation (eight partial sums, so the blocks' float steps
-    overlap instead of waiting on one accumulator)
+    v_b[l] = c_2l * q_2l + c_2l+1 * q_2l+1    for l = 0..15: exact int32 lanes, taken to float32
+                                   (exactly) (q8_0: c = q; q4_0: c = nibble - 8; q4_1: c = nibble)
+    acc[l] = fma(v_b[l], dw_b * dx_b, acc[l])   for b = 0, 1, .. in order, all lanes at once
+    m = sum over b of mw_b * sx_b, added left to right   (q4_1; 0 otherwise)
+    y = tree(acc) + m      tree: halve the 16 lanes and add the halves lane by lane, to one
+    all in float32 (fma rounds once), so the horizontal sum is paid once per output, not per
+    block.
 
 The integer sums are exact whatever order the machine adds them in, and the float steps run in
 one fixed order per (row, output), compiled without fastmath; nothing of one row enters another
@@ -30,8 +30,8 @@ How it runs: for each output, every activation row is dotted with the weight row
 in L1, so a verify of R rows reads each weight from memory once. Each 32-element block dot is
 one LLVM vector expression written as a numba intrinsic: load the 16 nibble bytes (or 32 int8
 codes), split the nibbles in registers, sign-extend both sides to i16, multiply, widen and add
-pairwise (the shape of `vpmaddwd`), then halve to one int32 lane. That last horizontal sum per
-block is what bounds it now (docs/forward.md, "The integer kernel").
+pairwise (the shape of `vpmaddwd`), convert the 16 lanes to float32 and fuse them into the
+accumulator with the block's scale (kernels.py's vector type and `llvm.fma`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,6 @@ from onebit.models.blocks import BLOCK, BlockWeight
 
 # outputs per parallel task (a weight row is decoded once per task per output)
 TASK_OUTS = 16
-# partial sums per (row, output): block b goes to partial b % LANES (see the module docstring)
-LANES = 8
 KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2}
 
 _compiled: dict[object, Callable] = {}
@@ -61,17 +59,21 @@ def f16_table() -> np.ndarray:
     return table
 
 
-def _dot32(nibbles: int | None = None):
-    """`dot(a, i, b, j)`: sum_k c_k * b[j + k] for k < 32 as int32, `b` int8. With `nibbles`
-    None the codes are c_k = a[i + k] (int8, q8_0); with an offset, a[i .. i + 15] are 16
-    bytes of nibbles, c_k = (low nibble of a[i + k]) - offset for k < 16 and (high nibble of
-    a[i + k - 16]) - offset after (q4_0: offset 8, q4_1: 0), split in registers."""
+def _block_dot(nibbles: int | None = None):
+    """`dot(a, i, b, j)`: a block's products, summed in pairs, as 16 float32 lanes: lane l is
+    c_2l * b[j + 2l] + c_2l+1 * b[j + 2l + 1], an exact int32 (|lane| <= 2 * 128 * 127, so its
+    float32 is exact too), `b` int8. With `nibbles` None the codes are c_k = a[i + k] (int8,
+    q8_0); with an offset, a[i .. i + 15] are 16 bytes of nibbles, c_k = (low nibble of
+    a[i + k]) - offset for k < 16 and (high nibble of a[i + k - 16]) - offset after (q4_0:
+    offset 8, q4_1: 0), split in registers."""
     got = _compiled.get(("dot", nibbles))
     if got is not None:
         return got
     from llvmlite import ir
     from numba.core import types
     from numba.extending import intrinsic
+
+    lanes = _lanes_type()
 
     def byte_array(x):
         return (isinstance(x, types.Array) and x.ndim == 1 and x.layout in "CA"
@@ -106,25 +108,58 @@ def _dot32(nibbles: int | None = None):
             y = builder.sext(load(sig.args[2], args[2], args[3], 32), ir.VectorType(i16, 32))
             p = builder.mul(x, y)  # |c * q| <= 128 * 127: fits int16
 
-            def pick(vec, n, start, step):
-                mask = ir.Constant(ir.VectorType(i32, len(range(start, n, step))),
-                                   list(range(start, n, step)))
-                return builder.shuffle_vector(vec, vec, mask)
+            def pick(start):
+                mask = ir.Constant(ir.VectorType(i32, 16), list(range(start, 32, 2)))
+                return builder.sext(builder.shuffle_vector(p, p, mask), ir.VectorType(i32, 16))
 
-            # pairwise widen-and-add (vpmaddwd's shape), then halve to one lane
-            v16 = ir.VectorType(i32, 16)
-            acc = builder.add(builder.sext(pick(p, 32, 0, 2), v16),
-                              builder.sext(pick(p, 32, 1, 2), v16))
-            n = 16
-            while n > 1:
-                acc = builder.add(pick(acc, n // 2, 0, 1), pick(acc, n, n // 2, 1))
-                n //= 2
-            return builder.extract_element(acc, ir.Constant(i32, 0))
+            pairs = builder.add(pick(0), pick(1))  # vpmaddwd's shape
+            return builder.sitofp(pairs, ir.VectorType(ir.FloatType(), 16))
 
-        return types.int32(a, i, b, j), codegen
+        return lanes(a, i, b, j), codegen
 
     _compiled[("dot", nibbles)] = dot
     return dot
+
+
+def _lanes_type():
+    """numba's type for 16 float32 lanes (kernels.py's vector type, 64 bytes)."""
+    from numba.core import types
+
+    return kernels._tiled_intrinsics()["Vec"](types.float32, 16)
+
+
+def _lane_ops():
+    """`splat(x)`: 16 lanes of float32 x; `zeros()`: 16 zero lanes."""
+    got = _compiled.get("lane_ops")
+    if got is not None:
+        return got
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    lanes = _lanes_type()
+    vt, i32 = ir.VectorType(ir.FloatType(), 16), ir.IntType(32)
+
+    @intrinsic
+    def splat(typingctx, x):
+        if x != types.float32:
+            return None
+
+        def codegen(context, builder, sig, args):
+            v = builder.insert_element(ir.Constant(vt, None), args[0], ir.Constant(i32, 0))
+            return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, 16), [0] * 16))
+
+        return lanes(x), codegen
+
+    @intrinsic
+    def zeros(typingctx):
+        def codegen(context, builder, sig, args):
+            return ir.Constant(vt, None)
+
+        return lanes(), codegen
+
+    got = _compiled["lane_ops"] = (splat, zeros)
+    return got
 
 
 def _quantize_kernel() -> Callable:
@@ -179,7 +214,10 @@ def _product_kernel(parallel: bool) -> Callable:
         return got
     from numba import njit, prange
 
-    dot_q8, dot_q4_0, dot_q4_1 = _dot32(), _dot32(8), _dot32(0)
+    dot_q8, dot_q4_0, dot_q4_1 = _block_dot(), _block_dot(8), _block_dot(0)
+    splat, zeros = _lane_ops()
+    parts = kernels._tiled_intrinsics()
+    fma, vsum = parts["fma"], parts["vsum"]
 
     def product(kind, codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
         n_out, n_blocks = d16.shape
@@ -189,8 +227,6 @@ def _product_kernel(parallel: bool) -> Callable:
         for t in prange((n_out + TASK_OUTS - 1) // TASK_OUTS):
             dw = np.empty(n_blocks, np.float32)
             mw = np.zeros(n_blocks, np.float32)
-            sums = np.empty(n_blocks, np.int32)
-            part = np.empty(LANES, np.float32)
             for o in range(t * TASK_OUTS, min(n_out, (t + 1) * TASK_OUTS)):
                 for b in range(n_blocks):
                     dw[b] = table[d16[o, b]]
@@ -199,24 +235,24 @@ def _product_kernel(parallel: bool) -> Callable:
                 w0 = o * row_bytes
                 for r in range(n_rows):
                     base = r * n_in
+                    acc = zeros()
                     if kind == 0:
                         for b in range(n_blocks):
-                            sums[b] = dot_q8(flat, w0 + b * 32, xq, base + b * 32)
+                            acc = fma(dot_q8(flat, w0 + b * 32, xq, base + b * 32),
+                                      splat(dw[b] * dx[r, b]), acc)
                     elif kind == 1:
                         for b in range(n_blocks):
-                            sums[b] = dot_q4_0(flat, w0 + b * 16, xq, base + b * 32)
+                            acc = fma(dot_q4_0(flat, w0 + b * 16, xq, base + b * 32),
+                                      splat(dw[b] * dx[r, b]), acc)
                     else:
                         for b in range(n_blocks):
-                            sums[b] = dot_q4_1(flat, w0 + b * 16, xq, base + b * 32)
-                    for k in range(LANES):
-                        part[k] = np.float32(0)
-                    for b in range(n_blocks):
-                        term = (dw[b] * dx[r, b]) * np.float32(sums[b])
-                        if kind == 2:
-                            term = term + mw[b] * sx[r, b]
-                        part[b % LANES] = part[b % LANES] + term
-                    out[r, o] = (((part[0] + part[4]) + (part[2] + part[6]))
-                                 + ((part[1] + part[5]) + (part[3] + part[7])))
+                            acc = fma(dot_q4_1(flat, w0 + b * 16, xq, base + b * 32),
+                                      splat(dw[b] * dx[r, b]), acc)
+                    m = np.float32(0)
+                    if kind == 2:
+                        for b in range(n_blocks):
+                            m = m + mw[b] * sx[r, b]
+                    out[r, o] = vsum(acc) + m
 
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
     got = njit(parallel=True)(product) if parallel else njit(nogil=True)(product)
