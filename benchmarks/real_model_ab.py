@@ -81,8 +81,10 @@ class OnebitArm:
         position after the prompt, nothing committed."""
         m = self.model
         m.reset()
-        m.verify(prompt, 0)
-        m.commit_verify(len(prompt))
+        width = m.max_prefill_rows()
+        for at in range(0, len(prompt), width):
+            m.verify(prompt[at:at + width], at)
+            m.commit_verify(len(prompt[at:at + width]))
         pos, eight = len(prompt), prompt[:8]
         ratios = []
         for _ in range(repeats):
