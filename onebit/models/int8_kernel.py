@@ -121,6 +121,64 @@ def _block_dot(nibbles: int | None = None):
     return dot
 
 
+def _split_ops(nibbles: int | None):
+    """`codes(a, i)`: a block's 32 weight codes widened to i16 lanes (the nibble split of
+    `_block_dot`, done once per block for all the rows of a tile); `pairs(c, b, j)`: those
+    codes times b[j .. j + 31] (int8), summed in pairs, as 16 float32 lanes (exactly what
+    `_block_dot` returns for the same block and row)."""
+    got = _compiled.get(("split", nibbles))
+    if got is not None:
+        return got
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    lanes = _lanes_type()
+    codes_type = kernels._tiled_intrinsics()["Vec"](types.int16, 32)
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+
+    def load(context, builder, arr_type, arr, idx, n):
+        ary = context.make_array(arr_type)(context, builder, arr)
+        ptr = builder.gep(ary.data, [idx], inbounds=True)
+        return builder.load(builder.bitcast(ptr, ir.VectorType(i8, n).as_pointer()), align=1)
+
+    @intrinsic
+    def codes(typingctx, a, i):
+        def codegen(context, builder, sig, args):
+            if nibbles is None:
+                w = load(context, builder, sig.args[0], args[0], args[1], 32)
+            else:
+                v = load(context, builder, sig.args[0], args[0], args[1], 16)
+                lo = builder.and_(v, ir.Constant(ir.VectorType(i8, 16), [15] * 16))
+                hi = builder.lshr(v, ir.Constant(ir.VectorType(i8, 16), [4] * 16))
+                w = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 32),
+                                                               list(range(32))))
+                if nibbles:
+                    w = builder.sub(w, ir.Constant(ir.VectorType(i8, 32), [nibbles] * 32))
+            return builder.sext(w, ir.VectorType(i16, 32))
+
+        return codes_type(a, i), codegen
+
+    @intrinsic
+    def pairs(typingctx, c, b, j):
+        def codegen(context, builder, sig, args):
+            y = builder.sext(load(context, builder, sig.args[1], args[1], args[2], 32),
+                             ir.VectorType(i16, 32))
+            p = builder.mul(args[0], y)
+
+            def pick(start):
+                mask = ir.Constant(ir.VectorType(i32, 16), list(range(start, 32, 2)))
+                return builder.sext(builder.shuffle_vector(p, p, mask), ir.VectorType(i32, 16))
+
+            return builder.sitofp(builder.add(pick(0), pick(1)),
+                                  ir.VectorType(ir.FloatType(), 16))
+
+        return lanes(c, b, j), codegen
+
+    got = _compiled[("split", nibbles)] = (codes, pairs)
+    return got
+
+
 def _lanes_type():
     """numba's type for 16 float32 lanes (kernels.py's vector type, 64 bytes)."""
     from numba.core import types
@@ -216,6 +274,9 @@ def _product_kernel(parallel: bool) -> Callable:
 
     dot_q8, dot_q4_0, dot_q4_1 = _block_dot(), _block_dot(8), _block_dot(0)
     splat, zeros = _lane_ops()
+    codes_q8, pairs_q8 = _split_ops(None)
+    codes_q4_0, pairs_q4_0 = _split_ops(8)
+    codes_q4_1, pairs_q4_1 = _split_ops(0)
     parts = kernels._tiled_intrinsics()
     fma, vsum = parts["fma"], parts["vsum"]
 
@@ -233,7 +294,39 @@ def _product_kernel(parallel: bool) -> Callable:
                     if kind == 2:
                         mw[b] = table[m16[o, b]]
                 w0 = o * row_bytes
-                for r in range(n_rows):
+                r = 0
+                while r + 2 <= n_rows:  # two rows share each block's split codes
+                    b0, b1 = r * n_in, (r + 1) * n_in
+                    acc0 = zeros()
+                    acc1 = zeros()
+                    if kind == 0:
+                        for b in range(n_blocks):
+                            c = codes_q8(flat, w0 + b * 32)
+                            acc0 = fma(pairs_q8(c, xq, b0 + b * 32), splat(dw[b] * dx[r, b]), acc0)
+                            acc1 = fma(pairs_q8(c, xq, b1 + b * 32),
+                                       splat(dw[b] * dx[r + 1, b]), acc1)
+                    elif kind == 1:
+                        for b in range(n_blocks):
+                            c = codes_q4_0(flat, w0 + b * 16)
+                            acc0 = fma(pairs_q4_0(c, xq, b0 + b * 32),
+                                       splat(dw[b] * dx[r, b]), acc0)
+                            acc1 = fma(pairs_q4_0(c, xq, b1 + b * 32),
+                                       splat(dw[b] * dx[r + 1, b]), acc1)
+                    else:
+                        for b in range(n_blocks):
+                            c = codes_q4_1(flat, w0 + b * 16)
+                            acc0 = fma(pairs_q4_1(c, xq, b0 + b * 32),
+                                       splat(dw[b] * dx[r, b]), acc0)
+                            acc1 = fma(pairs_q4_1(c, xq, b1 + b * 32),
+                                       splat(dw[b] * dx[r + 1, b]), acc1)
+                    for k in range(2):
+                        m = np.float32(0)
+                        if kind == 2:
+                            for b in range(n_blocks):
+                                m = m + mw[b] * sx[r + k, b]
+                        out[r + k, o] = (vsum(acc0) if k == 0 else vsum(acc1)) + m
+                    r += 2
+                if r < n_rows:
                     base = r * n_in
                     acc = zeros()
                     if kind == 0:
