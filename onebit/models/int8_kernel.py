@@ -31,7 +31,9 @@ in L1, so a verify of R rows reads each weight from memory once. Each 32-element
 one LLVM vector expression written as a numba intrinsic: load the 16 nibble bytes (or 32 int8
 codes), split the nibbles in registers, sign-extend both sides to i16, multiply, widen and add
 pairwise (the shape of `vpmaddwd`), convert the 16 lanes to float32 and fuse them into the
-accumulator with the block's scale (kernels.py's vector type and `llvm.fma`).
+accumulator with the block's scale (kernels.py's vector type and `llvm.fma`). Rows go by
+tiles of two, which split each weight block's nibbles once for both rows (`_split_ops`; the
+same lanes, so the same bits, as the one-row `_block_dot` the last odd row uses).
 """
 
 from __future__ import annotations
