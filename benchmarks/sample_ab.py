@@ -79,7 +79,7 @@ def real_forward_tree(tmp: Path) -> str:
     fabricated float qwen3 with a DFlash head, k = 2, top-k 2, 3 tokens; held to plain
     sampling as the test holds it."""
     from onebit.heads import fabricate_dflash, load_dflash
-    from pytest_onebit.enumeration import distance, exact_distribution, plain_distribution
+    from pytest_onebit.sampling.enumeration import distance, exact_distribution, plain_distribution
 
     target = load_model(fabricate_model(tmp / "qwen3-float", "qwen3", quantized=False))
     head = load_dflash(fabricate_dflash(tmp / "dflash", target, block_size=4), target)
@@ -95,7 +95,8 @@ def real_forward_tree(tmp: Path) -> str:
 
 def enumeration_times(tmp: Path) -> list[str]:
     """The largest trees of the sampling suite: leaves and seconds."""
-    from pytest_onebit.sampling_contract import distribution_scenarios, execute_sampled
+    from pytest_onebit.sampling.scenarios import distribution_scenarios
+    from pytest_onebit.sampling.trace import execute_sampled
 
     lines = [real_forward_tree(tmp)]
     for s in distribution_scenarios():

@@ -12,9 +12,10 @@ from onebit.errors import (
     PartError,
 )
 from onebit.fallback import Fallback
-from onebit.loop import RunResult, RunStats, check_request, greedy, run
-from onebit.plain_sampling import sample
+from onebit.loop import check_request, run
 from onebit.protocols import BaseModel, DraftHead, Drafts, SamplingHead
+from onebit.reference import greedy, sample
+from onebit.result import RunResult, RunStats
 from onebit.sampling import Rng, Sampling, SeededRng, warp
 
 
@@ -26,6 +27,16 @@ def load_model(path, **options):
     from onebit.models import load_model as load
 
     return load(path, **options)
+
+
+def generate(model, prompt, **options):
+    """Text (or chat messages) in, text out through `run()`: returns a `Generation` that
+    unpacks as `(text, run_result)`. See `onebit.text.generate.generate` for the keywords
+    (`chat`, `system`, `max_tokens`, `head`, `k`, `sampling`, `seed`, `on_text`, ...) and
+    docs/real-models.md. Imported on first use: the loop does not need the tokenizer."""
+    from onebit.text.generate import generate as gen
+
+    return gen(model, prompt, **options)
 
 
 __all__ = [
@@ -45,6 +56,7 @@ __all__ = [
     "SamplingHead",
     "SeededRng",
     "check_request",
+    "generate",
     "greedy",
     "load_model",
     "run",

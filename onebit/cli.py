@@ -7,7 +7,8 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep")
+COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep", "peer", "pull",
+            "generate", "chat")
 
 
 class _Parser(argparse.ArgumentParser):

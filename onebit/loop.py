@@ -1,8 +1,9 @@
-"""The draft / verify / commit loop, and the plain greedy decode it is held against.
+"""The draft / verify / commit loop.
 
-`run()` is the speculative loop of `docs/contract.md`; `greedy()` is the reference it must equal
-token for token. Both leave the base with prompt + emitted committed, so one more `step()`
-continues where decoding stopped.
+`run()` is the speculative loop of `docs/contract.md`; `onebit.reference.greedy()` is the
+reference it must equal token for token, written in its own module with no code shared with
+this one (only the result types of `onebit.result`). Both leave the base with prompt + emitted
+committed, so one more `step()` continues where decoding stopped.
 
 Imports are absolute on purpose: the conformance suite and the mutant catalogue load copies of
 this file as stand-alone modules.
@@ -14,7 +15,6 @@ import contextlib
 import operator
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,61 +26,9 @@ from onebit.errors import (
 )
 from onebit.fallback import Fallback, FallbackWatch
 from onebit.protocols import BaseModel, DraftHead, Drafts
+from onebit.reference import greedy  # noqa: F401 (its old home; reference never imports loop)
+from onebit.result import OnToken, RunResult, RunStats  # noqa: F401 (re-exported)
 from onebit.sampling import Rng, Sampling, is_greedy, make_rng, one_hot_rows, warp
-
-OnToken = Callable[[int], "bool | None"]
-
-
-@dataclass(slots=True)
-class RunStats:
-    """What a run cost, in base passes. Decode only: the prefill is counted apart, in the
-    `prefill_*` fields, and no decode field or rate includes it."""
-
-    rounds: int = 0  # t1 tokens consumed (one per round)
-    steps: int = 0  # base.step() calls after prefill
-    batches: int = 0  # base.verify() calls after prefill
-    batch_rows: int = 0  # rows in those batches, all together
-    proposed: int = 0  # drafts the loop took from the head (after cutting to the room)
-    accepted: int = 0  # drafts emitted
-    emitted: int = 0  # tokens emitted
-    prefill_steps: int = 0  # prompt tokens stepped (greedy(): all; run(): see prefill())
-    prefill_batches: int = 0  # base.verify() calls that ran prompt tokens
-    prefill_rows: int = 0  # prompt tokens in those batches
-    drafts_asked: int = 0  # calls to head.propose
-    fallback_round: int | None = None  # the round after which the run fell back to plain steps
-    fallback_emitted: int | None = None  # tokens emitted when it did
-
-    @property
-    def passes(self) -> int:
-        """Decode passes of the base: steps plus batches."""
-        return self.steps + self.batches
-
-    @property
-    def prefill_passes(self) -> int:
-        """Passes of the base over the prompt: prefill steps plus prefill batches."""
-        return self.prefill_steps + self.prefill_batches
-
-    @property
-    def passes_per_token(self) -> float:
-        """Base passes per emitted token (1.0 is plain decode's cost; lower is better)."""
-        return self.passes / self.emitted if self.emitted else 0.0
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return self.emitted / self.passes if self.passes else 0.0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.accepted / self.proposed if self.proposed else 0.0
-
-
-@dataclass(slots=True)
-class RunResult:
-    tokens: list[int] = field(default_factory=list)
-    stats: RunStats = field(default_factory=RunStats)
-    stopped: bool = False  # True when on_token asked to stop
-    seed: int | None = None  # a sampled run's seed (the default rng's), to replay it
-
 
 # ---------------------------------------------------------------------------------------------
 # Arguments
@@ -716,59 +664,3 @@ def run(
                             sampling=sampling, rng=source)
     decode.result.seed = getattr(source, "seed", None)
     return decode.run()
-
-
-def greedy(
-    base: BaseModel,
-    prompt: Sequence[int],
-    *,
-    max_tokens: int,
-    on_token: OnToken | None = None,
-) -> RunResult:
-    """Plain greedy decode, one step per token: the reference every speculative run equals.
-
-    Written apart from `run()` (no shared rounds) so that a bug in the loop cannot hide in
-    its own reference."""
-    tokens = check_request(base, prompt, max_tokens=max_tokens)
-    vocab = base.vocab_size
-    return plain_decode(base, tokens, RunResult(), max_tokens=max_tokens, on_token=on_token,
-                        choose=lambda logits, pos: _argmax_row(logits, vocab, pos))
-
-
-def plain_decode(
-    base: BaseModel,
-    tokens: list[int],
-    result: RunResult,
-    *,
-    max_tokens: int,
-    on_token: OnToken | None,
-    choose: Callable[[np.ndarray, int], int],
-) -> RunResult:
-    """Step the (checked) prompt, then one step per token, each picked from the last step's
-    scores by `choose(logits, pos)`: the reference decode `greedy()` and `onebit.sample()`
-    share, with no rounds and no drafts. Whatever stops it is settled as in `run()`."""
-    base, on_token = _guarded(base, "base"), _guarded(on_token, "consumer")
-    stats = result.stats
-    try:
-        base.reset()
-        for pos, token in enumerate(tokens):
-            logits = base.step(token, pos)
-        stats.prefill_steps = len(tokens)
-        pos = len(tokens)
-        while len(result.tokens) < max_tokens:
-            token = choose(logits, pos)
-            logits = base.step(token, pos)
-            stats.steps += 1
-            stats.rounds += 1
-            stats.emitted += 1
-            result.tokens.append(token)
-            pos += 1
-            if on_token is not None and on_token(token) is False:
-                result.stopped = True
-                break
-    except BaseException as error:
-        settled = _settled(error, result.tokens, len(tokens) + len(result.tokens))
-        if settled is error:
-            raise
-        raise settled from error
-    return result

@@ -1,7 +1,10 @@
 """pytest_onebit: the harness that proves a speculative decoding loop is exact.
 
 Installing onebit registers the pytest plugin (`pytest_onebit.plugin`). What a test imports:
-the assertions, the toy base, the oracle heads, the conformance checks and the suite class.
+the assertions, the test doubles (toy base, oracle heads), the three contracts (loop I1..I13,
+base B1..B7, sampling S1..S4: each a `Contract` of the core, with its `check_*` function and its
+pytest class), the core itself, to declare a fourth, and the holders of compiled loops and
+bases (C ABI).
 Every name is imported on first use, so loading the plugin costs nothing, and the contract
 (`check_loop`, `onebit prove`) runs without pytest installed.
 """
@@ -11,28 +14,38 @@ from __future__ import annotations
 import importlib
 import sys
 
-#: Public name -> the module that defines it.
+#: Public name -> the module that defines it (docs/harness.md, "The public API", lists them).
 _EXPORTS = {
     **dict.fromkeys(
         ("assert_logits_match", "assert_pass_law", "assert_plain_decode_equivalent",
          "assert_rows_in_order", "assert_tokens_equal", "describe_divergence", "pass_law",
-         "relative_l1"), "pytest_onebit.assertions"),
-    **dict.fromkeys(("CHECKS", "Check", "run_check"), "pytest_onebit.checks"),
-    **dict.fromkeys(("ContractReport", "Finding", "LoopContractError", "check_loop",
-                     "check_trace"), "pytest_onebit.conformance"),
+         "relative_l1"), "pytest_onebit.contract.assertions"),
+    **dict.fromkeys(("Check", "Contract"), "pytest_onebit.contract.core"),
+    **dict.fromkeys(("ContractFailure", "Finding", "Report"), "pytest_onebit.contract.report"),
+    **dict.fromkeys(("CHECKS", "LOOP"), "pytest_onebit.loop.checks"),
+    **dict.fromkeys(("LoopContractError", "check_loop", "check_trace"),
+                    "pytest_onebit.loop.runner"),
     **dict.fromkeys(("Scenario", "standard_scenarios", "arm_scenarios"),
-                    "pytest_onebit.scenarios"),
-    **dict.fromkeys(("Trace", "execute"), "pytest_onebit.trace"),
-    **dict.fromkeys(("LoadError", "load_object", "load_loop"), "pytest_onebit.loader"),
+                    "pytest_onebit.loop.scenarios"),
+    "Trace": "pytest_onebit.loop.trace",
+    "LoopContract": "pytest_onebit.loop.suite",
+    **dict.fromkeys(("LoadError", "load_loop"), "pytest_onebit.loader"),
     **dict.fromkeys(("Oracle", "OracleHead", "garbage_head", "half_head", "over_head",
                      "pattern_head", "perfect_head", "short_head", "silent_head"),
-                    "pytest_onebit.heads"),
-    **dict.fromkeys(("BASE_CHECKS", "BaseCheck", "BaseSettings"), "pytest_onebit.base_checks"),
-    **dict.fromkeys(("BaseModelContractError", "BaseReport", "check_base"),
-                    "pytest_onebit.base_runner"),
-    "BaseContract": "pytest_onebit.base_suite",
-    "LoopContract": "pytest_onebit.suite",
-    "ToyBase": "pytest_onebit.toy",
+                    "pytest_onebit.doubles.heads"),
+    "ToyBase": "pytest_onebit.doubles.toy",
+    **dict.fromkeys(("BASE", "BASE_CHECKS", "BaseSettings"), "pytest_onebit.base.checks"),
+    **dict.fromkeys(("BaseModelContractError", "check_base"), "pytest_onebit.base.runner"),
+    "BaseContract": "pytest_onebit.base.suite",
+    **dict.fromkeys(("SAMPLING", "SAMPLING_CHECKS"), "pytest_onebit.sampling.checks"),
+    "SamplingScenario": "pytest_onebit.sampling.scenarios",
+    **dict.fromkeys(("SamplingContractError", "check_sampling"), "pytest_onebit.sampling.runner"),
+    "SamplingContract": "pytest_onebit.sampling.suite",
+    "assert_distribution_equivalent": "pytest_onebit.sampling.enumeration",
+    "LibraryError": "pytest_onebit.native.library",
+    "native_loop": "pytest_onebit.native.loop",
+    "native_base_factory": "pytest_onebit.native.base",
+    **dict.fromkeys(("NativeLoopContract", "abi_scenarios"), "pytest_onebit.native.suite"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -40,8 +53,8 @@ __all__ = sorted(_EXPORTS)
 # Under pytest: rewrite asserts in the helpers so they read well.
 if sys.modules.get("pytest") is not None:
     sys.modules["pytest"].register_assert_rewrite(
-        "pytest_onebit.assertions", "pytest_onebit.checks", "pytest_onebit.trace",
-        "pytest_onebit.base_checks")
+        "pytest_onebit.contract.assertions", "pytest_onebit.loop.checks",
+        "pytest_onebit.loop.trace", "pytest_onebit.base.checks", "pytest_onebit.sampling.checks")
 
 
 def __getattr__(name: str):

@@ -1,4 +1,6 @@
-"""The project's own tests: the onebit plugin is loaded by its entry point (pip install -e)."""
+"""The project's own tests: the onebit plugin is loaded by its entry point (pip install -e);
+the device rig (`pytest_onebit.device`: --onebit-device, the `device` marker and its fixtures)
+is opt-in for users, and onebit's own suite opts in here."""
 
 import sys
 from pathlib import Path
@@ -6,9 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from pytest_onebit import profiles
+from pytest_onebit.contract import profiles
 
-pytest_plugins = ["pytester"]  # the plugin's own tests run it in fresh projects
+# pytester: the plugin's own tests run it in fresh projects
+pytest_plugins = ["pytester", "pytest_onebit.device"]
 
 # The plugin registers the profiles lazily (in pytest_configure, once Hypothesis is in use);
 # this conftest is imported before that, so it registers them itself.

@@ -25,8 +25,9 @@ from math import prod
 from pathlib import Path
 
 from onebit.commands.common import emit, fail, positive
+from onebit.models.registry import FAMILY_NAMES
 
-TARGETS = ("qwen3", "qwen3_5", "gemma4")
+TARGETS = FAMILY_NAMES  # every registered model family
 DRAFTS = ("dflash", "mtp")
 SIZE_OPTIONS = {  # option -> ModelConfig field
     "hidden": "hidden_size",
@@ -79,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
 
 def target(args: argparse.Namespace) -> str:
     from onebit.models import fabricate_model, load_model
-    from onebit.models.weights import expected_shapes
+    from onebit.models.registry import family_named
 
     overrides = {field: getattr(args, option) for option, field in SIZE_OPTIONS.items()
                  if getattr(args, option) is not None}
@@ -96,8 +97,7 @@ def target(args: argparse.Namespace) -> str:
     model = load_model(path, q4nx_convention=args.convention)
     files = sorted(p.name for p in Path(path).iterdir())
     size = sum(p.stat().st_size for p in Path(path).iterdir())
-    shapes = (model.config.expected_shapes() if args.kind == "gemma4"
-              else expected_shapes(model.config))
+    shapes = family_named(args.kind).shapes(model.config)
     parameters = sum(prod(shape) for shape in shapes.values())
     return (f"wrote {args.kind} to {path} ({', '.join(files)}; {size / 2**20:.1f} MiB): "
             f"{model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
@@ -165,21 +165,16 @@ def estimate_bytes(kind: str, overrides: dict, quantized: bool) -> tuple[int, in
 
 
 def _config(kind: str, overrides: dict):
-    if kind == "gemma4":  # its own config (docs/gemma4.md)
-        from onebit.models.gemma4_fabricate import tiny_gemma4_config
+    from onebit.models.registry import family_named
 
-        return tiny_gemma4_config(**overrides)
-    from onebit.models import tiny_config
-
-    return tiny_config(kind, **overrides)
+    return family_named(kind).tiny_config(**overrides)
 
 
 def _shapes(kind: str, overrides: dict) -> dict[str, tuple[int, ...]]:
-    """Every tensor a fabricated `kind` with these sizes holds, by name."""
-    from onebit.models.weights import expected_shapes
+    """Every tensor a fabricated `kind` with these sizes holds, by name (its family's)."""
+    from onebit.models.registry import family_named
 
-    config = _config(kind, overrides)
-    return config.expected_shapes() if kind == "gemma4" else expected_shapes(config)
+    return family_named(kind).shapes(_config(kind, overrides))
 
 
 def available_memory() -> int | None:

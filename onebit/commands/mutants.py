@@ -16,14 +16,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="apply each hand-written mutant to a scratch copy and show which checks catch it",
         description="Applies every NN-name.diff of each catalogue (a folder under mutants/ "
         "with a catalogue.toml) to a scratch copy of the project (never the working tree), "
-        "runs the catalogue's suite there, and prints mutant | breaks | failing checks | "
+        "runs the catalogue's suite there (every catalogue's runs in one queue), and prints "
+        "mutant | breaks | failing checks | "
         "failed | verdict. Exits 1 if an unmutated suite fails, or a mutant survives, is "
         "caught only by checks its header does not name, or no longer applies; 2 for bad "
         "input.",
     )
     add_format(parser)
     parser.add_argument("--jobs", type=positive("--jobs"), default=2, metavar="N",
-                        help="mutants run at a time, each in its own pytest process (default 2)")
+                        help="runs at a time, each in its own pytest process (default 2)")
     parser.add_argument("--catalogue", type=Path, action="append", default=None, metavar="DIR",
                         help="a catalogue folder (repeatable; default: every catalogue under "
                         "ROOT/mutants)")
@@ -36,7 +37,24 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--tests", action="append", default=None, metavar="ARG",
                         help="pytest arguments for each copy, instead of the catalogue's "
                         "`tests`; repeatable")
+    add_run_options(parser, default_stop="never")
     return parser
+
+
+STOPS = ("first-kill", "named", "never")  # pytest_onebit.mutants.suite_run.STOP_MODES
+
+
+def add_run_options(parser: argparse.ArgumentParser, default_stop: str) -> None:
+    """--stop and --no-fork, shared with `onebit prove`."""
+    parser.add_argument("--stop", choices=STOPS, default=default_stop,
+                        help="how far each mutant's run goes: `first-kill` stops at the first "
+                        "failing test of a check the mutant's header names, `named` once all "
+                        "the named checks' tests ran (those run first either way), `never` "
+                        f"runs the whole suite and credits every failing check (default "
+                        f"{default_stop}); a mutant no named check kills always runs it all")
+    parser.add_argument("--no-fork", dest="fork", action="store_false",
+                        help="start each run as a fresh `python -m pytest` instead of forking "
+                        "it from a warm interpreter")
 
 
 def catalogue_folders(root: Path, chosen: list[Path] | None) -> list[Path]:
@@ -48,19 +66,14 @@ def catalogue_folders(root: Path, chosen: list[Path] | None) -> list[Path]:
 
 
 def run_all(root: Path, folders: list[Path], *, jobs: int, only=None, tests=None,
-            on_report=None) -> list:
-    """Every catalogue in `folders`, in order; `on_report` sees each report as it is done."""
-    from pytest_onebit.mutants import load_catalogue, run_catalogue
+            on_report=None, stop: str = "never", fork: bool = True) -> list:
+    """Every catalogue in `folders`, their runs in one queue; `on_report` sees each report, in
+    order, as it is done."""
+    from pytest_onebit.mutants import load_catalogue, run_catalogues
 
-    reports = []
-    for folder in folders:
-        catalogue = load_catalogue(folder, root)
-        report = run_catalogue(root, catalogue=catalogue, jobs=jobs, only=only,
-                               test_paths=tests)
-        reports.append(report)
-        if on_report is not None:
-            on_report(report)
-    return reports
+    catalogues = [load_catalogue(folder, root) for folder in folders]
+    return run_catalogues(root, catalogues, jobs=jobs, only=only, test_paths=tests,
+                          on_report=on_report, stop=stop, fork=fork)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -76,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         reports = run_all(Path(root), catalogue_folders(Path(root), args.catalogue),
                           jobs=args.jobs, only=args.only, tests=args.tests,
+                          stop=args.stop, fork=args.fork,
                           on_report=None if as_json else lambda r: emit(r.render(args.format)
                                                                          + "\n"))
     except (CatalogueError, ShadowError, OSError, ValueError) as error:

@@ -29,7 +29,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pytest_onebit.mutmut_report import MutmutReportError, read_report
+    from pytest_onebit.mutants.mutmut_report import MutmutReportError, read_report
 
     if args.max_survivors < 0:
         return fail("mutmut", f"--max-survivors must be >= 0, got {args.max_survivors}")

@@ -30,6 +30,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--loop", default=DEFAULT_LOOP, metavar="MODULE:FUNC",
                         help=f"the run() implementation to prove (default {DEFAULT_LOOP}); "
                         "imported with the current directory first on the path, as python -m")
+    parser.add_argument("--loop-lib", default=None, metavar="PATH.so[:SYMBOL]",
+                        help="prove a compiled loop instead: the library's onebit_run (or "
+                        "SYMBOL), through the C ABI of onebit_abi.h (docs/c-abi.md)")
+    parser.add_argument("--lib-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="with --loop-lib: the most one run may take (default 10)")
     add_format(parser)
     parser.add_argument("--quick", action="store_true",
                         help="the contract only: skip the mutant catalogues")
@@ -38,6 +43,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--expect-fail", action="append", default=[], metavar="CHECK=REASON",
                         help="a check known to fail, with the reason (repeatable): reported "
                         "as xfail; if it passes, the proof fails")
+    from onebit.commands.mutants import add_run_options
+
+    add_run_options(parser, default_stop="first-kill")
     return parser
 
 
@@ -57,7 +65,7 @@ def catalogue_skipped(args: argparse.Namespace, report) -> str | None:
         return "--quick"
     if not report.ok:
         return "the contract failed"
-    if args.loop != DEFAULT_LOOP:
+    if args.loop != DEFAULT_LOOP or args.loop_lib:
         return "the catalogues mutate onebit's own code, not --loop"
     if project_root() is None:
         return "no source checkout here: the catalogues need one"
@@ -66,14 +74,19 @@ def catalogue_skipped(args: argparse.Namespace, report) -> str | None:
 
 def main(args: argparse.Namespace) -> int:
     from pytest_onebit.loader import LoadError, load_loop
-    from pytest_onebit.prove import prove
+    from pytest_onebit.loop.prove import prove
 
     try:
-        loop = load_loop(args.loop)
-        report = prove(loop, name=args.loop,
-                       expected_failed_checks=parse_expected(args.expect_fail))
+        if args.loop_lib:  # a compiled loop (pytest_onebit/native)
+            from pytest_onebit.native.prove import prove_library
+
+            report = prove_library(args.loop_lib, timeout=args.lib_timeout,
+                                   expected_failed_checks=parse_expected(args.expect_fail))
+        else:
+            report = prove(load_loop(args.loop), name=args.loop,
+                           expected_failed_checks=parse_expected(args.expect_fail))
     except LoadError as error:
-        return fail("prove", f"--loop {error}")
+        return fail("prove", f"--loop-lib {error}" if args.loop_lib else f"--loop {error}")
     except ValueError as error:
         return fail("prove", error)
     as_json = args.format == "json"  # one JSON document, not several
@@ -91,6 +104,7 @@ def main(args: argparse.Namespace) -> int:
             emit(f"\nmutant catalogues ({root / 'mutants'}), {args.jobs} at a time:")
         try:
             catalogues = run_all(Path(root), catalogue_folders(Path(root), None), jobs=args.jobs,
+                                 stop=args.stop, fork=args.fork,
                                  on_report=None if as_json else
                                  lambda r: emit("\n" + r.render(args.format)))
         except (CatalogueError, ShadowError, OSError, ValueError) as error:
@@ -103,4 +117,9 @@ def main(args: argparse.Namespace) -> int:
         }, indent=2))
     elif skipped and not args.quick:
         emit(f"\n(mutant catalogues skipped: {skipped})")
+    return exit_code(report, catalogues)
+
+
+def exit_code(report, catalogues) -> int:
+    """1 if a check failed or a catalogue is not all killed (a survivor fails the proof)."""
     return 0 if report.ok and all(c.ok for c in catalogues) else 1

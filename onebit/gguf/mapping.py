@@ -89,7 +89,9 @@ def architecture(metadata: dict[str, Any], source: str) -> str:
 def check_fields(metadata: dict[str, Any], arch: str, source: str) -> None:
     """Refuse a field that is neither the file's description nor one this module reads."""
     known = {f"{arch}.{suffix}" for suffix in ARCH_FIELDS}
-    for key in metadata:
+    for key, value in metadata.items():
+        if key in (f"{arch}.expert_count", f"{arch}.expert_used_count") and value == 0:
+            continue  # some converters write 0 experts for a dense model: that is no change
         if key not in known and not key.startswith(PASSED_PREFIXES):
             raise UnsupportedGGUFError(
                 f"{source}: metadata field '{key}' is not one onebit reads for a {arch} model "

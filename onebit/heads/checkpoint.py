@@ -1,8 +1,9 @@
 """Draft files: a directory with `config.json` and `*.safetensors` (never pickle).
 
-Float tensors (F16 / F32 / F64) are read with the `safetensors` package; BF16, which numpy
-lacks, is read as its 16-bit patterns through the file's (validated) header and widened to
-float32. `read_tensors(path, keep=...)` reads only the tensors a head needs (the MTP weights of
+Tensors are read by the models' safetensors reader (`onebit.models.weights.read_safetensors`:
+F16 / F32 / F64 with the `safetensors` package, BF16, which numpy lacks, as its 16-bit patterns
+through the file's validated header) and widened to float32.
+`read_tensors(path, keep=...)` reads only the tensors a head needs (the MTP weights of
 a whole target checkpoint, say), opening only the shards the index names for them. Drafts are
 written as published ones are: BF16 tensors in `model.safetensors`. Every failure is a
 `DraftFileError` naming the file and tensor.
@@ -19,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from onebit.heads.errors import DraftFileError
-from onebit.models.files import check_regular, read_small
+from onebit.models.files import read_small
+from onebit.models.weights import as_float32, read_safetensors
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -69,44 +71,10 @@ def read_tensors(path: str | Path,
 
 
 def _read_file(file: Path, keep: Callable[[str], bool] | None = None) -> dict[str, np.ndarray]:
-    from safetensors import SafetensorError, safe_open
-
-    check_regular(file, DraftFileError)
-    try:
-        handle = safe_open(str(file), framework="numpy")
-    except (SafetensorError, OSError, ValueError) as error:
-        raise DraftFileError(
-            f"{file}: not a valid safetensors file (truncated or corrupt?): {error}"
-        ) from None
-    out: dict[str, np.ndarray] = {}
-    with handle as f:
-        for name in f.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
-            if keep is not None and not keep(name):
-                continue
-            dtype = f.get_slice(name).get_dtype()
-            if dtype == "BF16":
-                out[name] = _read_bf16(file, name)
-            elif dtype in ("F16", "F32", "F64"):
-                out[name] = f.get_tensor(name).astype(np.float32)
-            else:
-                raise DraftFileError(
-                    f"{file}: tensor '{name}' has dtype {dtype}; a draft's weights are floats"
-                )
-    return out
-
-
-def _read_bf16(file: Path, name: str) -> np.ndarray:
-    with open(file, "rb") as f:
-        (size,) = struct.unpack("<Q", f.read(8))
-        entry = json.loads(f.read(size))[name]
-        start, end = entry["data_offsets"]
-        f.seek(8 + size + start)
-        raw = f.read(end - start)
-    shape = tuple(entry["shape"])
-    if len(raw) != end - start or (end - start) // 2 != int(np.prod(shape, dtype=np.int64)):
-        raise DraftFileError(f"{file}: tensor '{name}' is truncated")
-    bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-    return bits.view(np.float32).reshape(shape)
+    """One file's kept tensors as float32, read by the models' reader (one safetensors reader
+    for models and heads), with failures as `DraftFileError`."""
+    stored = read_safetensors(file, keep=keep, error=DraftFileError)
+    return {name: as_float32(value) for name, value in stored.items()}
 
 
 def check_shapes(

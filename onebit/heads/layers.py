@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from onebit.heads.errors import DraftFileError
+from onebit.models import config as config_fields
 
 
 def linear(weight: np.ndarray, x: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
@@ -231,15 +232,10 @@ def rope_fields(d: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def read_stack_fields(d: dict[str, Any], source: str) -> dict[str, Any]:
-    """The StackConfig fields of a config.json dict, checked; raises `DraftFileError`."""
-
-    def need(name: str) -> Any:
-        if d.get(name) is None:
-            raise DraftFileError(f"{source}: missing field '{name}'")
-        return d[name]
-
-    hidden = positive_int(need("hidden_size"), "hidden_size", source)
-    heads = positive_int(need("num_attention_heads"), "num_attention_heads", source)
+    """The StackConfig fields of a config.json dict, checked; raises `DraftFileError`. The
+    sizes are read as a model's are (`onebit.models.config.decoder_sizes`)."""
+    sizes = config_fields.decoder_sizes(d, source, DraftFileError)
+    heads = sizes["num_attention_heads"]
     if d.get("hidden_act", "silu") != "silu":
         raise DraftFileError(f"{source}: field 'hidden_act' is {d['hidden_act']!r}; only "
                              "'silu' is implemented")
@@ -249,14 +245,7 @@ def read_stack_fields(d: dict[str, Any], source: str) -> dict[str, Any]:
                              f"{bias!r}")
     max_positions = d.get("max_position_embeddings")
     out = dict(
-        hidden_size=hidden,
-        num_hidden_layers=positive_int(need("num_hidden_layers"), "num_hidden_layers", source),
-        num_attention_heads=heads,
-        num_key_value_heads=positive_int(
-            d.get("num_key_value_heads", heads), "num_key_value_heads", source
-        ),
-        head_dim=positive_int(d.get("head_dim") or hidden // heads, "head_dim", source),
-        intermediate_size=positive_int(need("intermediate_size"), "intermediate_size", source),
+        **sizes,
         rms_norm_eps=positive_number(d.get("rms_norm_eps", 1e-6), "rms_norm_eps", source),
         attention_bias=bias,
         max_position_embeddings=None if max_positions is None else positive_int(
@@ -274,15 +263,13 @@ def read_stack_fields(d: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def positive_int(value: Any, name: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise DraftFileError(f"{source}: field '{name}' must be a positive integer, got {value!r}")
-    return value
+    """The models' field check (`onebit.models.config.positive_int`), as a `DraftFileError`."""
+    return config_fields.positive_int(value, name, source, DraftFileError)
 
 
 def positive_number(value: Any, name: str, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise DraftFileError(f"{source}: field '{name}' must be a positive number, got {value!r}")
-    return float(value)
+    """The models' field check (finite and > 0), as a `DraftFileError`."""
+    return config_fields.positive_number(value, name, source, DraftFileError)
 
 
 @dataclass

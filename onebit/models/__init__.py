@@ -11,6 +11,7 @@ from pathlib import Path
 
 from onebit.backends import Backend
 from onebit.models.config import ModelConfig
+from onebit.models.decoder import DecoderBase
 from onebit.models.errors import (
     ModelConfigError,
     ModelError,
@@ -53,7 +54,7 @@ def load_model(
     backend: str | Backend = "host",
     max_prefill_rows: int | None = None,
     **options,
-) -> Qwen3Model:
+) -> DecoderBase:
     """Load the model at `path` as a `BaseModel`.
 
     `path` is a directory holding `config.json` and either `model.q4nx` (a Q4NX container) or

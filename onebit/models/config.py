@@ -203,26 +203,10 @@ class ModelConfig:
 
     def validate(self, source: str = "config") -> None:
         """Raise `ModelConfigError` naming the first field that is wrong."""
-        for name in (
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "head_dim",
-            "intermediate_size",
-            "vocab_size",
-        ):
+        for name in (*SIZE_FIELDS, "vocab_size"):
             positive_int(getattr(self, name), name, source)
         for name in ("rms_norm_eps", "rope_theta", "partial_rotary_factor"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not (math.isfinite(value) and value > 0)
-            ):
-                raise ModelConfigError(
-                    f"{source}: field '{name}' must be a positive number, got {shown(value)}"
-                )
+            positive_number(getattr(self, name), name, source)
         if self.num_attention_heads % self.num_key_value_heads:
             raise ModelConfigError(
                 f"{source}: field 'num_key_value_heads' ({self.num_key_value_heads}) must divide "
@@ -297,12 +281,54 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def positive_int(value: Any, name: str, source: str) -> int:
+#: The sizes every dense decoder config has: a model's, and a draft head's layer stack.
+SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+               "head_dim", "intermediate_size")
+
+
+def decoder_sizes(d: dict[str, Any], source: str,
+                  error: type[Exception] = ModelConfigError) -> dict[str, int]:
+    """The `SIZE_FIELDS` of a config.json dict, each a positive int; `num_key_value_heads`
+    defaults to `num_attention_heads` and `head_dim` to `hidden_size / num_attention_heads`.
+    `error` names the first missing or bad field."""
+
+    def need(name: str) -> Any:
+        if d.get(name) is None:
+            raise error(f"{source}: missing field '{name}'")
+        return d[name]
+
+    hidden = positive_int(need("hidden_size"), "hidden_size", source, error)
+    heads = positive_int(need("num_attention_heads"), "num_attention_heads", source, error)
+    return dict(
+        hidden_size=hidden,
+        num_hidden_layers=positive_int(need("num_hidden_layers"), "num_hidden_layers", source,
+                                       error),
+        num_attention_heads=heads,
+        num_key_value_heads=positive_int(d.get("num_key_value_heads", heads),
+                                         "num_key_value_heads", source, error),
+        head_dim=positive_int(d.get("head_dim") or hidden // heads, "head_dim", source, error),
+        intermediate_size=positive_int(need("intermediate_size"), "intermediate_size", source,
+                                       error),
+    )
+
+
+def positive_int(value: Any, name: str, source: str,
+                 error: type[Exception] = ModelConfigError) -> int:
+    """`value` when it is an int > 0 (not a bool); `error` naming the field otherwise. Shared by
+    every config reader (models, draft heads), each passing its own error type."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelConfigError(
-            f"{source}: field '{name}' must be a positive integer, got {shown(value)}"
-        )
+        raise error(f"{source}: field '{name}' must be a positive integer, got {shown(value)}")
     return value
+
+
+def positive_number(value: Any, name: str, source: str,
+                    error: type[Exception] = ModelConfigError) -> float:
+    """`value` as a float when it is a finite number > 0 (not a bool); `error` naming the field
+    otherwise."""
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not (math.isfinite(value) and value > 0)):
+        raise error(f"{source}: field '{name}' must be a positive number, got {shown(value)}")
+    return float(value)
 
 
 # the names other modules imported before these were public

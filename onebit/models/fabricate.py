@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from onebit.models.config import FULL, LINEAR, ModelConfig
+from onebit.models.registry import FAMILY_NAMES as KINDS  # the registry's families
 from onebit.models.weights import expected_shapes, write_hf, write_q4nx
-
-KINDS = ("qwen3", "qwen3_5", "gemma4", "llama")  # the registry's families
 
 
 def tiny_config(kind: str = "qwen3", **overrides: Any):

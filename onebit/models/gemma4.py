@@ -52,8 +52,8 @@ import os
 import numpy as np
 
 from onebit.backends import Backend
+from onebit.models.decoder import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, DecoderBase, Pass
 from onebit.models.gemma4_config import MODEL_TYPES, SLIDING, Gemma4Config
-from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS, LM_HEAD, Qwen3Model, _Pass
 from onebit.models.registry import Family
 from onebit.models.weights import WeightStore
 
@@ -110,13 +110,12 @@ class _RopeTable:
         return out
 
 
-class Gemma4Model(Qwen3Model):
+class Gemma4Model(DecoderBase):
     """A Gemma 4 text forward in numpy, implementing `onebit.BaseModel`.
 
-    It shares the BaseModel plumbing with `Qwen3Model` (argument checks, step / verify /
-    commit_verify, layer taps, the final norm, the embedding row a head reads) and brings its
-    own layer, attention, caches and PLE; the constructor sets every attribute the shared
-    methods read.
+    The BaseModel plumbing (argument checks, step / verify / commit_verify, layer taps, the
+    final norm, the embedding row a head reads) is `DecoderBase`'s; this class implements its
+    hooks (`reset`, `forward`, `finish_logits`) with its own layer, attention, caches and PLE.
     """
 
     def __init__(self, config: Gemma4Config, weights: WeightStore, *,
@@ -147,7 +146,7 @@ class Gemma4Model(Qwen3Model):
 
     def reset(self) -> None:
         c = self.config
-        self._length = 0
+        self.reset_committed()
         self._k: dict[int, np.ndarray] = {}
         self._v: dict[int, np.ndarray] = {}
         for layer in range(c.num_hidden_layers):
@@ -155,10 +154,6 @@ class Gemma4Model(Qwen3Model):
                 shape = (c.kv_heads[layer], self.cache_capacity(layer), c.head_dims[layer])
                 self._k[layer] = np.zeros(shape, self.dtype)
                 self._v[layer] = np.zeros(shape, self.dtype)
-        self._pending = None
-        self._last_hidden = np.zeros(c.hidden_size, self.dtype)
-        self._last_rows = np.zeros((0, c.hidden_size), self.dtype)
-        self._tapped: list[np.ndarray] = []
 
     def cache_capacity(self, layer: int) -> int:
         """Slots of a layer's K/V cache: a sliding layer's ring holds its window plus one
@@ -177,7 +172,7 @@ class Gemma4Model(Qwen3Model):
 
     # -- the forward -------------------------------------------------------------------------------
 
-    def _forward(self, tokens: list[int], pos: int) -> _Pass:
+    def forward(self, tokens: list[int], pos: int) -> Pass:
         c, R = self.config, len(tokens)
         self._ensure_capacity(pos + R)
         x = np.stack([np.asarray(self.weights.embedding_row(t), self.dtype) for t in tokens])
@@ -189,10 +184,10 @@ class Gemma4Model(Qwen3Model):
             if layer in self._taps:
                 taps[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self._softcap(self._linear(LM_HEAD, hidden))
+        logits = self.finish_logits(self._linear(LM_HEAD, self.head_rows(hidden)))
         tapped = (np.stack([taps[layer] for layer in self._taps], axis=1) if self._taps
                   else np.zeros((R, 0, c.hidden_size), self.dtype))
-        return _Pass(list(tokens), pos, logits, hidden, tapped, [])
+        return Pass(list(tokens), pos, logits, hidden, tapped, [])
 
     def _layer(self, layer: int, x: np.ndarray, pos: int, ple: np.ndarray | None) -> np.ndarray:
         p, n = f"model.layers.{layer}.", self._norms
@@ -213,14 +208,12 @@ class Gemma4Model(Qwen3Model):
         up = self._linear(p + "mlp.up_proj.weight", h)
         return self._linear(p + "mlp.down_proj.weight", gelu_tanh(gate) * up)
 
-    def _softcap(self, logits: np.ndarray) -> np.ndarray:
+    def finish_logits(self, logits: np.ndarray) -> np.ndarray:
+        """Final logit soft-capping, `cap * tanh(logits / cap)`, when configured: the forward
+        and `lm_head_logits` both end with it (bit for bit the same)."""
         if self._cap is None:
             return logits
         return np.tanh(logits / self._cap) * self._cap
-
-    def lm_head_logits(self, hidden: np.ndarray) -> np.ndarray:
-        """Logits of final-normed rows, soft-capped as the forward's are (bit for bit)."""
-        return self._softcap(super().lm_head_logits(hidden))
 
     # -- per-layer embeddings ------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ family's shapes (`WeightStore`) and builds the model. Its signature is kept stab
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,13 +51,25 @@ class Family:
     doc: str = ""
 
 
+#: Every family: its name -> "module:attribute" of its `Family`. The one list to extend.
+FAMILY_MODULES = {
+    "qwen3": "onebit.models.qwen3:QWEN3",
+    "qwen3_5": "onebit.models.qwen3:QWEN3_5",
+    "gemma4": "onebit.models.gemma4:GEMMA4",
+    "llama": "onebit.models.llama:LLAMA",
+}
+FAMILY_NAMES = tuple(FAMILY_MODULES)
+
+
 def _families() -> dict[str, Family]:
     """The table. Imported late: each family module imports the shared decoder plumbing."""
-    from onebit.models import gemma4, llama, qwen3
-
     table: dict[str, Family] = {}
-    for family in (qwen3.QWEN3, qwen3.QWEN3_5, gemma4.GEMMA4, llama.LLAMA):
-        table[family.name] = family
+    for name, where in FAMILY_MODULES.items():
+        module, attribute = where.split(":")
+        family = getattr(importlib.import_module(module), attribute)
+        if family.name != name:
+            raise RuntimeError(f"{where} is the family {family.name!r}, listed as {name!r}")
+        table[name] = family
     return table
 
 
@@ -160,9 +173,24 @@ def build(raw_config: dict[str, Any], tensors: Mapping[str, Stored], *, config_s
     weights = WeightStore(dict(tensors), config, dtype=dtype, convention=q4nx_convention,
                           unpack_per_token=unpack_per_token, source=weights_source,
                           shapes=family.shapes(config))
-    return family.build(config, weights, max_batch_rows=rows, max_prefill_rows=max_prefill_rows,
-                        kernel=kernel, backend=backend, **options)
+    model = family.build(config, weights, max_batch_rows=rows, max_prefill_rows=max_prefill_rows,
+                         kernel=kernel, backend=backend, **options)
+    # The longest sequence the model was trained for: `generate` refuses a prompt that fills it
+    # (a GGUF file's `<arch>.context_length` arrives here as max_position_embeddings).
+    model.context_length = context_length(raw_config, config_source)
+    return model
 
 
-__all__ = ["Family", "build_model", "compute_dtype", "families", "family_for", "family_named",
-           "model_types"]
+def context_length(raw_config: dict[str, Any], source: str) -> int | None:
+    """`max_position_embeddings`, checked, or None when the config does not say."""
+    value = raw_config.get("max_position_embeddings")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelConfigError(
+            f"{source}: max_position_embeddings must be a positive integer, got {value!r}")
+    return value
+
+
+__all__ = ["FAMILY_NAMES", "Family", "build_model", "compute_dtype", "families", "family_for",
+           "family_named", "model_types"]

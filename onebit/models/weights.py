@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,40 +127,47 @@ class Stored:
     file: str
 
 
-def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stored]:
-    """All tensors of one safetensors file. BF16 tensors come back as uint16 bit patterns;
-    with `bf16_as_u16`, uint16 tensors are taken as bf16 too (the Q4NX container's rule), and
-    uint8 tensors are Q4NX blocks. Raises `ModelFileError` naming the file."""
+def read_safetensors(path: Path, *, bf16_as_u16: bool = False,
+                     keep: Callable[[str], bool] | None = None,
+                     error: type[Exception] = ModelFileError) -> dict[str, Stored]:
+    """The tensors of one safetensors file (those `keep` accepts, all when None; the others
+    are never read): the one reader of model checkpoints and draft-head checkpoints alike.
+    BF16 tensors come back as uint16 bit patterns; with `bf16_as_u16`, uint16 tensors are taken
+    as bf16 too (the Q4NX container's rule), and uint8 tensors are Q4NX blocks. Raises `error`
+    (`ModelFileError`, or the head's `DraftFileError`) naming the file and tensor."""
     from safetensors import SafetensorError, safe_open
 
-    check_regular(path)
+    check_regular(path, error)
     try:
         handle = safe_open(str(path), framework="numpy")
     except FileNotFoundError:
-        raise ModelFileError(f"{path}: no such file") from None
-    except (SafetensorError, OSError, ValueError) as error:
-        raise ModelFileError(
-            f"{path}: not a valid safetensors file (truncated or corrupt?): {error}"
+        raise error(f"{path}: no such file") from None
+    except (SafetensorError, OSError, ValueError) as problem:
+        raise error(
+            f"{path}: not a valid safetensors file (truncated or corrupt?): {problem}"
         ) from None
     tensors: dict[str, Stored] = {}
     header: dict | None = None
     with handle as f:
         for name in f.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+            if keep is not None and not keep(name):
+                continue
             dtype = f.get_slice(name).get_dtype()
             if dtype == "BF16":
                 header = header if header is not None else _read_header(path)
-                tensors[name] = Stored(_read_raw_u16(path, header, name), "bf16", str(path))
+                tensors[name] = Stored(_read_raw_u16(path, header, name, error), "bf16",
+                                       str(path))
                 continue
             if dtype not in FLOAT_DTYPES and not (bf16_as_u16 and dtype in ("U8", "U16")):
-                raise ModelFileError(
+                raise error(
                     f"{path}: tensor '{name}' has dtype {dtype}, which holds no "
                     f"weights this loader knows"
                 )
             try:
                 data = f.get_tensor(name)
-            except (SafetensorError, TypeError, ValueError, AttributeError) as error:
-                raise ModelFileError(
-                    f"{path}: cannot read tensor '{name}' ({dtype}): {error}"
+            except (SafetensorError, TypeError, ValueError, AttributeError) as problem:
+                raise error(
+                    f"{path}: cannot read tensor '{name}' ({dtype}): {problem}"
                 ) from None
             if bf16_as_u16 and data.dtype == np.uint16:
                 tensors[name] = Stored(data, "bf16", str(path))
@@ -168,11 +176,18 @@ def read_safetensors(path: Path, *, bf16_as_u16: bool = False) -> dict[str, Stor
             elif np.issubdtype(data.dtype, np.floating):
                 tensors[name] = Stored(data, "float", str(path))
             else:
-                raise ModelFileError(
+                raise error(
                     f"{path}: tensor '{name}' has dtype {dtype}, which holds no "
                     f"weights this loader knows"
                 )
     return tensors
+
+
+def as_float32(stored: Stored) -> np.ndarray:
+    """A float or bf16 tensor widened to float32 (what a draft head computes with)."""
+    if stored.kind == "bf16":
+        return q4nx.bf16_bits_to_f32(stored.data)
+    return np.asarray(stored.data).astype(np.float32)
 
 
 def _read_header(path: Path) -> dict:
@@ -183,18 +198,19 @@ def _read_header(path: Path) -> dict:
     return header
 
 
-def _read_raw_u16(path: Path, header: dict, name: str) -> np.ndarray:
+def _read_raw_u16(path: Path, header: dict, name: str,
+                  error: type[Exception] = ModelFileError) -> np.ndarray:
     entry = header[name]
     start, end = entry["data_offsets"]
     shape = tuple(entry["shape"])
     count = (end - start) // 2
     if count != int(np.prod(shape, dtype=np.int64)):
-        raise ModelFileError(f"{path}: tensor '{name}' has {end - start} bytes for shape {shape}")
+        raise error(f"{path}: tensor '{name}' has {end - start} bytes for shape {shape}")
     with open(path, "rb") as f:
         f.seek(header["__data_start__"] + start)
         raw = f.read(end - start)
     if len(raw) != end - start:
-        raise ModelFileError(f"{path}: tensor '{name}' is truncated")
+        raise error(f"{path}: tensor '{name}' is truncated")
     return np.frombuffer(raw, dtype="<u2").reshape(shape).astype(np.uint16)
 
 

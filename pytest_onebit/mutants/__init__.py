@@ -5,7 +5,11 @@ exists for.
 - `scratch`: scratch copies of the project, where mutants are applied (never the working tree).
 - `suite_run`: one pytest run in a copy, read back from JUnit XML, failures credited to checks.
 - `verdicts`: killed / off-target / survived / error, and the catalogue's report.
-- `runner`: `run_catalogue`, every mutant next to the unmutated baseline, a few at a time.
+- `stop_plugin`: loaded into each mutant's run: the named checks' tests first, and the run
+  ends once the verdict is known.
+- `launch`, `forkserver`: a run as a fresh `python -m pytest`, or forked from a warm server.
+- `runner`: `run_catalogues`, every mutant of every catalogue next to its unmutated baseline,
+  in one queue, a few at a time.
 """
 
 from pytest_onebit.mutants.catalogue import (
@@ -18,9 +22,15 @@ from pytest_onebit.mutants.catalogue import (
     parse_mutant,
     select,
 )
-from pytest_onebit.mutants.runner import run_catalogue, run_mutant
+from pytest_onebit.mutants.runner import run_catalogue, run_catalogues, run_mutant
 from pytest_onebit.mutants.scratch import ShadowError, apply_diff, make_scratch, scratch_env
-from pytest_onebit.mutants.suite_run import SuiteRun, check_of_test, parse_junit, run_suite
+from pytest_onebit.mutants.suite_run import (
+    STOP_MODES,
+    SuiteRun,
+    check_of_test,
+    parse_junit,
+    run_suite,
+)
 from pytest_onebit.mutants.verdicts import (
     ERROR,
     KILLED,
@@ -35,6 +45,7 @@ __all__ = [
     "ERROR",
     "KILLED",
     "OFF_TARGET",
+    "STOP_MODES",
     "SURVIVED",
     "Catalogue",
     "CatalogueConfig",
@@ -52,6 +63,7 @@ __all__ = [
     "parse_junit",
     "parse_mutant",
     "run_catalogue",
+    "run_catalogues",
     "run_mutant",
     "run_suite",
     "scratch_env",

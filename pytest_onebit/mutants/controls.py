@@ -3,7 +3,7 @@ exact output distribution away from plain sampling's.
 
 A catalogue run proves each mutant is killed; a mutant could be killed only by raising, which
 shows it is broken but not that the distribution check would see it. Here each mutant is
-applied to its own scratch copy, `python -m pytest_onebit.sampling_gaps` enumerates the mutated
+applied to its own scratch copy, `python -m pytest_onebit.sampling.gaps` enumerates the mutated
 loop on every S1 scenario there, and the control's margin is the largest per-sequence
 difference over the scenarios that ran to the end. A control is demonstrated when that margin
 is at least `MARGIN` (1e-3; a right loop is within about 1e-15).
@@ -20,12 +20,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_onebit.mutants.catalogue import Mutant, load_catalogue
 from pytest_onebit.mutants.scratch import apply_diff, make_scratch, scratch_env
-from pytest_onebit.sampling_gaps import ScenarioGap, largest_gap
+from pytest_onebit.sampling.gaps import ScenarioGap, largest_gap
 
 MARGIN = 1e-3
 TIMEOUT_S = 900
@@ -66,7 +67,7 @@ def measure_mutant(root: Path, mutant: Mutant, copied: Sequence[str],
         complaint = apply_diff(scratch, mutant.diff)
         if complaint is not None:
             return ControlGap(mutant.name, problem=f"the diff no longer applies: {complaint}")
-        proc = subprocess.run([python, "-m", "pytest_onebit.sampling_gaps"], cwd=scratch,
+        proc = subprocess.run([python, "-m", "pytest_onebit.sampling.gaps"], cwd=scratch,
                               env=scratch_env(scratch), capture_output=True, text=True,
                               timeout=TIMEOUT_S)
     if proc.returncode != 0:
@@ -79,11 +80,13 @@ def measure_mutant(root: Path, mutant: Mutant, copied: Sequence[str],
                     r["error"]) for r in rows))
 
 
-def measure_catalogue(root: Path, folder: Path) -> list[ControlGap]:
-    """Every mutant of the catalogue in `folder`, measured one after another."""
+def measure_catalogue(root: Path, folder: Path, jobs: int = 2) -> list[ControlGap]:
+    """Every mutant of the catalogue in `folder`, measured `jobs` at a time (each in its own
+    process), in the catalogue's order."""
     catalogue = load_catalogue(folder, root)
     copied = catalogue.config.copied(root, catalogue.folder)
-    return [measure_mutant(root, m, copied) for m in catalogue.mutants]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda m: measure_mutant(root, m, copied), catalogue.mutants))
 
 
 def render(controls: Sequence[ControlGap]) -> str:

@@ -1,4 +1,10 @@
-"""Run a catalogue: each mutant in its own scratch copy, next to the unmutated baseline."""
+"""Run catalogues: each mutant in its own scratch copy, next to the unmutated baseline.
+
+Every run of every catalogue goes into one queue, `jobs` at a time, the long baselines first,
+so no core waits for the tail of one catalogue before the next starts. A mutant's run stops
+once its verdict is known (`stop`, stop_plugin.py), and runs fork from a warm server where the
+platform forks (`fork`, forkserver.py).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,29 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 from pytest_onebit.mutants.catalogue import Catalogue, Mutant, load_catalogue, select
+from pytest_onebit.mutants.launch import ForkPool, Launcher, can_fork
 from pytest_onebit.mutants.scratch import (
+    ShadowError,
     apply_diff,
     check_shadowing,
     make_scratch,
     packages_in,
 )
+from pytest_onebit.mutants.scratch import (
+    verify_shadowing as _verify_shadowing,
+)
 from pytest_onebit.mutants.suite_run import DEFAULT_TIMEOUT_S, SuiteRun, run_suite
 from pytest_onebit.mutants.verdicts import CatalogueReport, MutantResult, verdict_of
+
+#: `onebit mutants` credits every failing test (the full table); `onebit prove` stops a
+#: mutant's run at the first failing test of a check its header names.
+DEFAULT_STOP = "never"
 
 
 def run_mutant(
@@ -31,6 +47,8 @@ def run_mutant(
     python: str = sys.executable,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     verify_shadowing: bool = False,
+    stop: str = DEFAULT_STOP,
+    server: Launcher | None = None,
 ) -> tuple[SuiteRun, dict[str, str]]:
     """Apply `mutant` (None: the unmutated baseline) to a fresh scratch copy of the project and
     run the suite there. The scratch copy is removed afterwards; the working tree is only read.
@@ -39,14 +57,110 @@ def run_mutant(
     label = mutant.number if mutant else "baseline"
     with tempfile.TemporaryDirectory(prefix=f"onebit-mutant-{label}-") as tmp:
         scratch = make_scratch(root, Path(tmp) / "project", copied)
-        imported = {}
+        modules: Sequence[str] = ()
         if verify_shadowing:
-            imported = check_shadowing(scratch, packages or packages_in(scratch), python)
+            modules = tuple(packages or packages_in(scratch))
+            if not modules:  # check_shadowing says why
+                check_shadowing(scratch, modules, python)
         if mutant is not None:
             complaint = apply_diff(scratch, mutant.diff)
             if complaint is not None:
-                return SuiteRun(None, detail=f"the diff no longer applies: {complaint}"), imported
-        return run_suite(scratch, pytest_args, python=python, timeout_s=timeout_s), imported
+                return SuiteRun(None, detail=f"the diff no longer applies: {complaint}"), {}
+        run = run_suite(scratch, pytest_args, python=python, timeout_s=timeout_s,
+                        breaks=mutant.breaks if mutant else (),
+                        stop=stop if mutant else "never", server=server, modules=modules)
+        imported = _checked_imports(scratch, modules, run) if verify_shadowing else {}
+        return run, imported
+
+
+def _checked_imports(scratch: Path, modules: Sequence[str], run: SuiteRun) -> dict[str, str]:
+    """The baseline's imported files, proved to come from its scratch copy (`ShadowError` if
+    not, or if the run could not say: no verdict could be trusted)."""
+    missing = [m for m in modules if m not in run.imported]
+    if missing:
+        raise ShadowError(f"the baseline run in {scratch} did not report where {missing} "
+                          f"were imported from:\n{run.detail}")
+    return _verify_shadowing(scratch, run.imported)
+
+
+def _shadowed(root: Path, catalogues: Sequence[Catalogue]) -> tuple[str, ...]:
+    """Every package some catalogue's copy shadows: the fork server must not preload them."""
+    names: set[str] = set()
+    for catalogue in catalogues:
+        copied = catalogue.config.copied(root, catalogue.folder)
+        names |= set(catalogue.config.packages or (
+            n for n in copied if (root / n / "__init__.py").is_file() and n != "tests"))
+    return tuple(sorted(names))
+
+
+def run_catalogues(
+    project_root: str | os.PathLike[str],
+    catalogues: Sequence[Catalogue],
+    *,
+    jobs: int = 2,
+    test_paths: Sequence[str] | None = None,
+    only: Iterable[str] | None = None,
+    python: str = sys.executable,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    stop: str = DEFAULT_STOP,
+    fork: bool = True,
+    on_report: Callable[[CatalogueReport], None] | None = None,
+) -> list[CatalogueReport]:
+    """Run every mutant of every catalogue against its suite (`test_paths` overrides each
+    config's pytest arguments; `only` picks mutants by name in each), `jobs` at a time in one
+    queue, next to one run of each unmutated copy. `on_report` sees each catalogue's report,
+    in order, as soon as it and those before it are done.
+
+    Raises `CatalogueError` for a malformed catalogue, `ShadowError` if a scratch copy would
+    not shadow the installed package, and `ValueError` for bad arguments."""
+    root = Path(project_root).resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"no project folder at {root}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    plans = []
+    for catalogue in catalogues:
+        config = catalogue.config
+        mutants = select(catalogue.mutants, only) if only else list(catalogue.mutants)
+        plans.append((catalogue, mutants, tuple(test_paths) if test_paths else config.tests,
+                      config.copied(root, catalogue.folder)))
+    reports: list[CatalogueReport] = []
+    with ExitStack() as stack:
+        server: Launcher | None = None
+        if fork and can_fork():
+            server = stack.enter_context(ForkPool(jobs, python, _shadowed(root, catalogues)))
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=jobs))
+
+        def one(plan, mutant: Mutant | None) -> tuple[SuiteRun, dict[str, str]]:
+            catalogue, _, pytest_args, copied = plan
+            return run_mutant(root, mutant, copied=copied, pytest_args=pytest_args,
+                              packages=catalogue.config.packages, python=python,
+                              timeout_s=timeout_s, verify_shadowing=mutant is None,
+                              stop=stop, server=server)
+
+        # The baselines first: they are the longest runs, and each also proves (once per
+        # catalogue) that a scratch copy shadows the installed package.
+        started = time.perf_counter()
+        baselines: list[Future] = [pool.submit(one, plan, None) for plan in plans]
+        runs: list[list[Future]] = [[pool.submit(one, plan, m) for m in plan[1]]
+                                    for plan in plans]
+        try:
+            for plan, baseline_future, futures in zip(plans, baselines, runs, strict=True):
+                catalogue, mutants, pytest_args, _ = plan
+                baseline, imported = baseline_future.result()
+                results = [MutantResult(m, verdict_of(m, f.result()[0]), f.result()[0])
+                           for m, f in zip(mutants, futures, strict=True)]
+                report = CatalogueReport(results, baseline, time.perf_counter() - started,
+                                         jobs, pytest_args, imported, catalogue.config.name,
+                                         catalogue.config.description, stop)
+                reports.append(report)
+                if on_report is not None:
+                    on_report(report)
+        except BaseException:
+            for future in [*baselines, *(f for fs in runs for f in fs)]:
+                future.cancel()
+            raise
+    return reports
 
 
 def run_catalogue(
@@ -59,43 +173,17 @@ def run_catalogue(
     catalogue: Catalogue | None = None,
     python: str = sys.executable,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    stop: str = DEFAULT_STOP,
+    fork: bool = True,
 ) -> CatalogueReport:
     """Run every mutant of the catalogue in `folder` (default `<project_root>/mutants/loop`)
-    against its suite (`test_paths` overrides the config's pytest arguments), `jobs` at a
-    time, next to one run of the unmutated copy.
-
-    Raises `CatalogueError` for a malformed catalogue, `ShadowError` if a scratch copy would
-    not shadow the installed package, and `ValueError` for bad arguments."""
+    against its suite, `jobs` at a time, next to one run of the unmutated copy (see
+    `run_catalogues`)."""
     root = Path(project_root).resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"no project folder at {root}")
-    if jobs < 1:
-        raise ValueError(f"jobs must be >= 1, got {jobs}")
     if catalogue is None:
         catalogue = load_catalogue(root / "mutants" / "loop" if folder is None else folder, root)
-    config = catalogue.config
-    mutants = select(catalogue.mutants, only) if only else list(catalogue.mutants)
-    pytest_args = tuple(test_paths) if test_paths else config.tests
-    copied = config.copied(root, catalogue.folder)
-    start = time.perf_counter()
-
-    def one(mutant: Mutant | None, verify: bool = False) -> tuple[SuiteRun, dict[str, str]]:
-        return run_mutant(root, mutant, copied=copied, pytest_args=pytest_args,
-                          packages=config.packages, python=python, timeout_s=timeout_s,
-                          verify_shadowing=verify)
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        # The baseline also proves (once) that a scratch copy shadows the installed package;
-        # a ShadowError from it is raised here, before any verdict is trusted.
-        baseline_future = pool.submit(one, None, True)
-        futures = [pool.submit(one, m) for m in mutants]
-        try:
-            baseline, imported = baseline_future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
-        results = [MutantResult(m, verdict_of(m, f.result()[0]), f.result()[0])
-                   for m, f in zip(mutants, futures, strict=True)]
-    return CatalogueReport(results, baseline, time.perf_counter() - start, jobs, pytest_args,
-                           imported, config.name, config.description)
+    (report,) = run_catalogues(root, [catalogue], jobs=jobs, test_paths=test_paths, only=only,
+                               python=python, timeout_s=timeout_s, stop=stop, fork=fork)
+    return report

@@ -41,14 +41,23 @@ def packages_in(scratch: Path) -> tuple[str, ...]:
                         if p.parent.name != "tests"))
 
 
-def scratch_env(scratch: Path) -> dict[str, str]:
-    """The environment a suite runs in: the scratch copy first on the import path, and none of
-    the outer pytest's (or xdist's) variables."""
+def outer_env() -> dict[str, str]:
+    """This process's environment less the outer pytest's (or xdist's) variables, and with no
+    bytecode written: what a fork server starts in, before any scratch copy is chosen."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "COV_CORE_")) and k != "PYTHONSTARTUP"}
-    outer = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(scratch) + (os.pathsep + outer if outer else "")
+           if not k.startswith(("PYTEST_", "COV_CORE_", "ONEBIT_MUTANT_"))
+           and k != "PYTHONSTARTUP"}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def scratch_env(scratch: Path, extra_path: Sequence[Path] = ()) -> dict[str, str]:
+    """The environment a suite runs in: the scratch copy (then `extra_path`) first on the
+    import path, and none of the outer pytest's (or xdist's) variables."""
+    env = outer_env()
+    outer = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([str(scratch), *map(str, extra_path),
+                                         *([outer] if outer else [])])
     # git apply must not find a repository above the scratch directory
     env["GIT_CEILING_DIRECTORIES"] = str(scratch.parent)
     return env
@@ -68,7 +77,16 @@ def check_shadowing(scratch: Path, packages: Sequence[str],
     if proc.returncode != 0:
         raise ShadowError(f"cannot import {list(packages)} in the scratch copy {scratch}:\n"
                           f"{proc.stderr.strip()}")
-    files = json.loads(proc.stdout.strip().splitlines()[-1])
+    return verify_shadowing(scratch, json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def verify_shadowing(scratch: Path, files: dict[str, str]) -> dict[str, str]:
+    """Raise `ShadowError` unless every package of `files` (name -> the file it was imported
+    from) came from inside the scratch copy; return `files`."""
+    failed = {m: f[1:] for m, f in files.items() if isinstance(f, str) and f.startswith("!")}
+    if failed:
+        raise ShadowError(f"cannot import {sorted(failed)} in the scratch copy {scratch}: "
+                          f"{failed}")
     root = scratch.resolve()
     outside = {m: f for m, f in files.items()
                if f is None or root not in Path(f).resolve().parents}

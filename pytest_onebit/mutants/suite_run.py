@@ -8,7 +8,7 @@ test whose name does not start with a check id counts under "other".
 from __future__ import annotations
 
 import re
-import subprocess
+import shutil
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_onebit.mutants.launch import Launcher, ProcessLauncher
 from pytest_onebit.mutants.scratch import scratch_env
+
+#: How far a mutant's run goes (stop_plugin.py holds the same tuple: it must stand alone).
+STOP_MODES = ("first-kill", "named", "never")
+STOP_PLUGIN = "onebit_mutant_stop"  # the module name stop_plugin.py is copied under
 
 DEFAULT_TIMEOUT_S = 300.0
 OTHER = "other"
@@ -53,11 +58,20 @@ class SuiteRun:
     failing_checks: dict[str, int] = field(default_factory=dict)  # check (or OTHER) -> tests
     seconds: float = 0.0
     detail: str = ""  # why it is an error, or a tail of pytest's output
+    imported: dict[str, str] = field(default_factory=dict)  # package -> file, when asked
 
     @property
     def judged(self) -> bool:
         """pytest ran and its result can be read (0: all passed, 1: some failed)."""
         return self.exit_code == 0 or (self.exit_code == 1 and self.failed > 0)
+
+
+def install_stop_plugin(folder: Path) -> Path:
+    """Copy stop_plugin.py into `folder` as a top-level module; return the folder (for the
+    path). By file, so the run imports it without importing any package of the copy."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(__file__).with_name("stop_plugin.py"), folder / f"{STOP_PLUGIN}.py")
+    return folder
 
 
 def parse_junit(path: Path) -> tuple[int, int, int, dict[str, int]]:
@@ -79,28 +93,55 @@ def parse_junit(path: Path) -> tuple[int, int, int, dict[str, int]]:
     return tests, failed, skipped, ordered
 
 
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
 def run_suite(scratch: Path, pytest_args: Sequence[str], *, python: str = sys.executable,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> SuiteRun:
-    """Run pytest with `pytest_args` inside `scratch` and read its JUnit XML."""
+              timeout_s: float = DEFAULT_TIMEOUT_S, breaks: Sequence[str] = (),
+              stop: str = "never", server: Launcher | None = None,
+              modules: Sequence[str] = ()) -> SuiteRun:
+    """Run pytest with `pytest_args` inside `scratch` and read its JUnit XML.
+
+    `breaks` and `stop` (`first-kill`, `named`, `never`): the tests of the named checks run
+    first and the run ends once the verdict is known (stop_plugin). `server`: a fork server to
+    run in (None: a fresh `python -m pytest`). `modules`: packages whose files the run reports
+    in `SuiteRun.imported` (the shadowing check)."""
+    if stop not in STOP_MODES:
+        raise ValueError(f"stop must be one of {STOP_MODES}, got {stop!r}")
     xml = scratch.parent / "junit.xml"
+    log = scratch.parent / "pytest.log"
+    plugin_dir = install_stop_plugin(scratch.parent / "plugins")
     # --tb=line: the JUnit XML keeps each failure's message, and a mutant that fails hundreds
     # of tests spends a second less formatting tracebacks nobody reads.
-    cmd = [python, "-m", "pytest", *pytest_args, "-q", "-p", "no:cacheprovider", "--tb=line",
-           f"--junitxml={xml}"]
+    args = [*pytest_args, "-q", "-p", "no:cacheprovider", "--tb=line", f"--junitxml={xml}",
+            "-p", STOP_PLUGIN]
+    env = scratch_env(scratch, extra_path=(plugin_dir,))
+    env["ONEBIT_MUTANT_BREAKS"] = " ".join(breaks)
+    env["ONEBIT_MUTANT_STOP"] = stop
+    launcher = server if server is not None else ProcessLauncher(python)
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, cwd=scratch, env=scratch_env(scratch), capture_output=True,
-                              text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return SuiteRun(None, seconds=time.perf_counter() - start,
-                        detail=f"the suite did not finish in {timeout_s:.0f} s (a hang?)")
+    outcome = launcher.launch(scratch, args, env, log, timeout_s, modules,
+                              path=(str(scratch), str(plugin_dir)))
     seconds = time.perf_counter() - start
-    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-    if proc.returncode not in (0, 1) or not xml.is_file():
-        return SuiteRun(proc.returncode, seconds=seconds,
-                        detail=f"pytest exited {proc.returncode} (not a test failure):\n{tail}")
+    tail = _tail(log)
+    if outcome.timed_out:
+        return SuiteRun(None, seconds=seconds, imported=outcome.imported,
+                        detail=f"the suite did not finish in {timeout_s:.0f} s (a hang?)")
+    if outcome.exit_code is None:
+        return SuiteRun(None, seconds=seconds, imported=outcome.imported,
+                        detail=f"pytest died of signal {outcome.signal} (a crash):\n{tail}")
+    code = outcome.exit_code
+    if code not in (0, 1) or not xml.is_file():
+        return SuiteRun(code, seconds=seconds, imported=outcome.imported,
+                        detail=f"pytest exited {code} (not a test failure):\n{tail}")
     tests, failed, skipped, per_check = parse_junit(xml)
-    if proc.returncode == 1 and not failed:
-        return SuiteRun(proc.returncode, tests, seconds=seconds,
+    if code == 1 and not failed:
+        return SuiteRun(code, tests, seconds=seconds, imported=outcome.imported,
                         detail=f"pytest exited 1 but the JUnit XML shows no failure:\n{tail}")
-    return SuiteRun(proc.returncode, tests, failed, skipped, per_check, seconds, tail)
+    return SuiteRun(code, tests, failed, skipped, per_check, seconds, tail,
+                    imported=outcome.imported)

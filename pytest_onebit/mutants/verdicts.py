@@ -18,6 +18,15 @@ OFF_TARGET = "killed (off-target)"
 SURVIVED = "survived"
 ERROR = "error"
 VERDICTS = (KILLED, OFF_TARGET, SURVIVED, ERROR)
+#: What the table's counts mean when a mutant's run stopped early (a mutant no named check
+#: kills always runs the whole suite, so off-target and survived are exact in every mode).
+STOP_NOTES = {
+    "first-kill": "each mutant's run stopped at the first failing test of a check its header "
+                  "names (the named checks ran first): `failing checks` shows that check, "
+                  "`failed` counts the tests run; `onebit mutants` credits every check",
+    "named": "each mutant's run stopped once every test of the checks its header names had "
+             "run (those ran first): `failing checks` credits the named checks in full",
+}
 
 
 def verdict_of(mutant: Mutant, run: SuiteRun) -> str:
@@ -70,6 +79,7 @@ class CatalogueReport(Rendered):
     imported_from: dict[str, str] = field(default_factory=dict)
     name: str = "mutants"
     description: str = ""
+    stop: str = "never"  # how far each mutant's run went (suite_run.STOP_MODES)
 
     @property
     def baseline_ok(self) -> bool:
@@ -113,7 +123,7 @@ class CatalogueReport(Rendered):
         b = self.baseline
         data = {
             "catalogue": self.name, "ok": self.ok, "summary": self.summary(),
-            "seconds": round(self.seconds, 2), "jobs": self.jobs,
+            "seconds": round(self.seconds, 2), "jobs": self.jobs, "stop": self.stop,
             "test_paths": list(self.test_paths),
             "baseline": {"ok": self.baseline_ok, "exit_code": b.exit_code, "tests": b.tests,
                          "failed": b.failed, "skipped": b.skipped,
@@ -122,4 +132,7 @@ class CatalogueReport(Rendered):
             "counts": {v: self.count(v) for v in VERDICTS},
             "mutants": [r.to_dict() for r in self.results],
         }
-        return Document(title, [self.baseline_line(), table], self.summary(), data)
+        blocks: list = [self.baseline_line(), table]
+        if self.stop in STOP_NOTES:
+            blocks.append(STOP_NOTES[self.stop])
+        return Document(title, blocks, self.summary(), data)

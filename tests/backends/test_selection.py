@@ -11,7 +11,7 @@ import onebit
 from onebit.backends import BackendError, BackendUnavailableError
 from onebit.backends.npu import NpuBackend
 from onebit.models import fabricate_model
-from pytest_onebit.device import matrix_shapes
+from pytest_onebit.device.probe import matrix_shapes
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_onebit.toy import ToyBase
+from pytest_onebit.doubles.toy import ToyBase
 
 
 class LastRowHidden(ToyBase):

@@ -20,7 +20,7 @@ def test_check_base_names_the_broken_check(factory):
     report = check_base(getattr(broken_bases, factory), raise_on_failure=False)
     failed = [f.check for f in report.failures]
     assert broken_bases.BROKEN[factory] in failed, report.to_text()
-    assert report.ran == list(BASE_CHECKS) and not report.ok
+    assert report.checks == list(BASE_CHECKS) and not report.ok
 
 
 def test_check_base_reports_only_the_broken_checks():
@@ -45,7 +45,7 @@ def test_onebit_base_option_fails_a_broken_base_with_the_check_named(pytester):
                                            "-p", "no:cacheprovider", "-rf")
     result.assert_outcomes(failed=3, passed=4)
     result.stdout.fnmatch_lines([
-        "onebit: loop onebit.loop:run, base broken_bases:last_row_hidden, device auto",
+        "onebit: loop onebit.loop:run, base broken_bases:last_row_hidden",
         "E   AssertionError: commit_verify(1) of a 8-row verify at 0: last_hidden(): 16 of 16 "
         "values differ from stepping's*",
         "FAILED test_mine.py::TestMyBase::test_B2_commit_exact - *",
@@ -55,19 +55,19 @@ def test_onebit_base_option_fails_a_broken_base_with_the_check_named(pytester):
 
 
 def test_pyargs_conformance_module_runs_the_contract_on_a_named_base(pytester):
-    """With no test file of one's own, `pytest --pyargs pytest_onebit.base_conformance
+    """With no test file of one's own, `pytest --pyargs pytest_onebit.base.conformance
     --onebit-base=...` holds the named base to B1..B7: a base that runs a verify wider than
     its bound fails B5 only; the default (no option) is the strict toy, which passes."""
     _project(pytester)
     (pytester.path / "test_mine.py").unlink()
-    broken = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base_conformance",
+    broken = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base.conformance",
                                            "--onebit-base=broken_bases:wide_verify",
                                            "-p", "no:cacheprovider", "-rf")
     broken.assert_outcomes(failed=1, passed=6)
     broken.stdout.fnmatch_lines(["E   AssertionError: verify of 9 rows (max_batch_rows() = 8) "
                                  "was accepted; the base must refuse it",
                                  "FAILED *TestBase::test_B5_refusals - *"])
-    default = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base_conformance",
+    default = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base.conformance",
                                             "-p", "no:cacheprovider")
     default.assert_outcomes(passed=7)
 

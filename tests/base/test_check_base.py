@@ -6,13 +6,13 @@ import broken_bases
 import pytest
 
 from pytest_onebit import BASE_CHECKS, BaseModelContractError, BaseSettings, ToyBase, check_base
-from pytest_onebit.base_checks import Subject, same
+from pytest_onebit.base.checks import Subject, same
 
 
 def test_check_base_passes_the_strict_toy_and_reports_every_check():
     """A correct base passes every check; the report lists each with its time."""
     report = check_base(lambda: ToyBase(strict=True))
-    assert report.ok and report.ran == list(BASE_CHECKS)
+    assert report.ok and report.checks == list(BASE_CHECKS)
     assert set(report.seconds) == set(BASE_CHECKS)
     assert report.to_text().splitlines()[-1] == "7 of 7 base checks passed"
 
@@ -22,7 +22,7 @@ def test_checks_are_selected_by_id_or_name_and_unknown_ones_refused():
     before any base is made."""
     report = check_base(broken_bases.last_row_hidden, checks=["B2", "B5-refusals"],
                         raise_on_failure=False)
-    assert report.ran == ["B2-commit-exact", "B5-refusals"]
+    assert report.checks == ["B2-commit-exact", "B5-refusals"]
     assert [f.check for f in report.failures] == ["B2-commit-exact"]
     with pytest.raises(ValueError, match=r"unknown base check\(s\) \['B9'\]"):
         check_base(ToyBase, checks=["B9"])

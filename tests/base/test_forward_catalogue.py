@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_onebit.base_checks import BASE_CHECKS
+from pytest_onebit.base.checks import BASE_CHECKS
 from pytest_onebit.mutants import load_catalogue
 from pytest_onebit.mutants.scratch import apply_diff, make_scratch
 

@@ -15,5 +15,5 @@ class TestDeviceBase(BaseContract):
     anew on its own backend of the selected kind (host, torch, cuda or npu)."""
 
     @pytest.fixture
-    def base_factory(self, device_model):
-        return lambda: device_model("qwen3_5")
+    def base_factory(self, onebit_device_model):
+        return lambda: onebit_device_model("qwen3_5")

@@ -20,7 +20,7 @@ from pytest_onebit import (
     half_head,
     perfect_head,
 )
-from pytest_onebit.device import FAMILIES
+from pytest_onebit.device.probe import FAMILIES
 
 pytestmark = pytest.mark.device
 
@@ -39,10 +39,10 @@ def next_step_equals_plain_decode(model, token: int) -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("flavour", ["one-pass", "two-pass"])
-def test_speculative_text_and_next_step_equal_plain_decode(device_model, family, flavour):
+def test_speculative_text_and_next_step_equal_plain_decode(onebit_device_model, family, flavour):
     """On the device, a perfect head's run (k = 7) emits plain decode's tokens at the pass
     law's cost, and the next step after the run scores plain decode's logits bit for bit."""
-    model, k = device_model(family), 7
+    model, k = onebit_device_model(family), 7
     oracle = Oracle.from_greedy(model, PROMPT, N + k + 2)
     result = onebit.run(model, perfect_head(oracle, flavour), PROMPT, max_tokens=N, k=k)
     assert result.tokens == list(oracle.tokens[:N])
@@ -52,10 +52,10 @@ def test_speculative_text_and_next_step_equal_plain_decode(device_model, family,
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_partial_accepts_leave_plain_decodes_state(device_model, family):
+def test_partial_accepts_leave_plain_decodes_state(onebit_device_model, family):
     """A head right for half its drafts makes every verify a partial accept (through the GDN
     layers in the hybrid); the text is plain decode's and the next step is bit-identical."""
-    model = device_model(family)
+    model = onebit_device_model(family)
     oracle = Oracle.from_greedy(model, PROMPT, N + 9)
     result = onebit.run(model, half_head(oracle), PROMPT, max_tokens=N, k=7)
     assert result.tokens == list(oracle.tokens[:N])
@@ -63,10 +63,10 @@ def test_partial_accepts_leave_plain_decodes_state(device_model, family):
     next_step_equals_plain_decode(model, oracle.tokens[N])
 
 
-def test_garbage_head_costs_plain_decode(device_base):
+def test_garbage_head_costs_plain_decode(onebit_device_base):
     """On the device, drafts that are always wrong cost one pass per token and change nothing."""
-    oracle = Oracle.from_greedy(device_base, PROMPT, N + 9)
-    result = onebit.run(device_base, garbage_head(oracle), PROMPT, max_tokens=N, k=7)
+    oracle = Oracle.from_greedy(onebit_device_base, PROMPT, N + 9)
+    result = onebit.run(onebit_device_base, garbage_head(oracle), PROMPT, max_tokens=N, k=7)
     assert result.tokens == list(oracle.tokens[:N])
     assert result.stats.passes_per_token == 1.0
-    assert np.isfinite(device_base.last_hidden()).all()
+    assert np.isfinite(onebit_device_base.last_hidden()).all()

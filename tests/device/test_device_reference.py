@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import onebit
-from pytest_onebit.budget import assert_within_budget, logits_budget
-from pytest_onebit.device import FAMILIES
+from pytest_onebit.device.budget import assert_within_budget, logits_budget
+from pytest_onebit.device.probe import FAMILIES
 
 pytestmark = pytest.mark.device
 
@@ -18,10 +18,10 @@ PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_device_logits_within_budget_of_host(device_model, host_model, family):
+def test_device_logits_within_budget_of_host(onebit_device_model, onebit_host_model, family):
     """At every position of a prompt the device's logits lie within the reduction-scaled
-    budget (pytest_onebit/budget.py) of the host forward's, fed the same tokens."""
-    device, host = device_model(family), host_model(family)
+    budget (pytest_onebit/device/budget.py) of the host forward's, fed the same tokens."""
+    device, host = onebit_device_model(family), onebit_host_model(family)
     eps = float(np.finfo(host.dtype).eps)
     for pos, token in enumerate(PROMPT):
         expected = host.step(token, pos)
@@ -33,12 +33,12 @@ def reply_digest(model, tokens: list[int]) -> str:
     return hashlib.sha256(np.asarray(tokens, dtype="<i8").tobytes()).hexdigest()
 
 
-def test_weights_prepared_once_against_every_token(device_model):
+def test_weights_prepared_once_against_every_token(onebit_device_model):
     """Residency A/B: with weights resident each is prepared (uploaded) once for the whole
     reply; with `unpack_per_token` every product prepares its weight again. The replies'
     sha256 are identical: where the weights live changes no bit."""
-    resident = device_model("qwen3_5")
-    per_token = device_model("qwen3_5", unpack_per_token=True)
+    resident = onebit_device_model("qwen3_5")
+    per_token = onebit_device_model("qwen3_5", unpack_per_token=True)
     replies = {}
     for arm, model in (("resident", resident), ("per-token", per_token)):
         result = onebit.greedy(model, PROMPT, max_tokens=12)

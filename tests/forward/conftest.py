@@ -8,7 +8,7 @@ import pytest
 
 from onebit.models import fabricate_model, load_model
 
-KINDS = ("qwen3", "qwen3_5")
+KINDS = ("qwen3", "qwen3_5", "llama")
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ import pytest
 
 import onebit
 from onebit.models import fabricate_model, load_model
-from pytest_onebit.assertions import assert_logits_match
-from pytest_onebit.heads import Oracle, garbage_head, half_head, perfect_head
+from pytest_onebit.contract.assertions import assert_logits_match
+from pytest_onebit.doubles.heads import Oracle, garbage_head, half_head, perfect_head
 
 PROMPT = [1, 2, 3, 4]
 N = 24

@@ -22,7 +22,7 @@ from pytest_onebit import (
     half_head,
     perfect_head,
 )
-from pytest_onebit.heads import pattern_head
+from pytest_onebit.doubles.heads import pattern_head
 
 PROMPT = [5, 17, 99, 3, 240, 17, 99, 3, 60, 61, 62]  # longer than the window
 N = 40

@@ -1,8 +1,8 @@
 """The device tests (tests/device/) held against the Gemma 4 forward: run with
 `pytest -m device --onebit-device=host tests/forward/test_gemma4_device.py`.
 
-The device suite's tests are imported as they are and run here with a `device_base` that is
-the fabricated Gemma 4 on the host backend (the plugin's own `device_base` is a Qwen3.5). Like
+The device suite's tests are imported as they are and run here with a `onebit_device_base`
+that is the fabricated Gemma 4 on the host backend (the device rig's own is a Qwen3.5). Like
 every device test they are marked `device`, so `-m "not device"` leaves them out, and they skip
 on any backend but `host` (onebit has no NPU forward yet).
 """
@@ -30,7 +30,7 @@ for _name in dir(_suite):
 
 
 @pytest.fixture
-def device_base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+def onebit_device_base(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """The tiny Gemma 4 (window 8, PLE, shared K/V) on the host backend."""
     if request.config.getoption("onebit_device") != "host":
         pytest.skip("the Gemma 4 device tests run on --onebit-device=host "

@@ -73,7 +73,7 @@ def test_int8_kernel_runs_the_blocks(made, matrix_type):
 def test_base_contract_on_int8_path(made, matrix_type):
     """The base contract (B1..B7) holds on a fabricated llama GGUF on the integer path."""
     from pytest_onebit import check_base
-    from pytest_onebit.base_checks import BaseSettings
+    from pytest_onebit.base.checks import BaseSettings
 
     path = made(matrix_type)
     contents = read_gguf(path, keep_blocks=True)
@@ -87,7 +87,7 @@ def test_base_contract_on_int8_path(made, matrix_type):
 def test_base_contract_on_smollm2_int8(smollm2):
     """The base contract (B1..B7) holds bit for bit on SmolLM2 Q4_1 on the integer path."""
     from pytest_onebit import check_base
-    from pytest_onebit.base_checks import BaseSettings
+    from pytest_onebit.base.checks import BaseSettings
 
     contents = read_gguf(smollm2, keep_blocks=True)
     assert contents.tensors["model.layers.0.mlp.up_proj.weight"].kind == "q4_1"

@@ -196,6 +196,13 @@ def test_wrong_model_refused(made, fields, tensors, error, pattern):
         read_gguf(path)
 
 
+def test_zero_experts_is_dense(made):
+    """`expert_count` 0 (written by some converters for a dense model) is accepted; any other
+    value is refused above."""
+    path, _ = made("llama", fields={"llama.expert_count": 0, "llama.expert_used_count": 0})
+    assert read_gguf(path).config["num_hidden_layers"] == 2
+
+
 def test_missing_tokenizer_refused_when_asked(made):
     """Asking for a tokenizer from a file without tokenizer metadata names the missing key;
     without asking, the file loads and carries no tokenizer."""

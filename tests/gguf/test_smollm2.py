@@ -51,6 +51,7 @@ def chat_ids(tok, prompt: str) -> list[int]:
     return [int(i) for i in ids]
 
 
+@pytest.mark.slow
 def test_tensors_equal_transformers(smollm2, peer):
     """Every weight onebit reads (dequantised, q/k rows in HF order) equals the parameter
     transformers loads from the same file, exactly."""
@@ -142,7 +143,7 @@ def test_base_contract_on_smollm2(contents, smollm2):
     """The base contract (B1..B7) holds on SmolLM2 in float32: batches equal steps bit for
     bit, commits, refusals and resets behave."""
     from pytest_onebit import check_base
-    from pytest_onebit.base_checks import BaseSettings
+    from pytest_onebit.base.checks import BaseSettings
 
     report = check_base(lambda: fresh32(contents, smollm2),
                         settings=BaseSettings(positions=(0, 2), script_length=8, examples=2))

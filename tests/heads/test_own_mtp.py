@@ -20,6 +20,7 @@ from onebit.commands import acceptance, fabricate
 from onebit.heads import DraftFileError, add_own_mtp, load_mtp, load_own_mtp
 from onebit.heads import checkpoint as checkpoint_module
 from onebit.models import fabricate_model, load_model
+from onebit.models import weights as weights_module
 from onebit.tools.acceptance import score
 
 
@@ -90,9 +91,11 @@ def test_only_the_mtp_shard_is_read(own_dir, tmp_path, monkeypatch):
         (copy / "model.safetensors.index.json").read_text())["weight_map"].values())
     shard.write_bytes(b"not a safetensors file")
     read = []
-    original = checkpoint_module._read_bf16
-    monkeypatch.setattr(checkpoint_module, "_read_bf16",
-                        lambda file, name: read.append(name) or original(file, name))
+    # every BF16 tensor of a checkpoint, a model's or a head's, is read by this one function
+    original = weights_module._read_raw_u16
+    monkeypatch.setattr(weights_module, "_read_raw_u16",
+                        lambda file, header, name, *rest: read.append(name)
+                        or original(file, header, name, *rest))
     head = load_mtp(copy, model)
     assert head.draft.config.num_hidden_layers == 2 and head.draft.config.layer_per_step
     assert read and all(name.startswith("mtp.") for name in read)

@@ -13,7 +13,7 @@ from pytest_onebit import (
     pass_law,
     relative_l1,
 )
-from pytest_onebit.toy import ToyBase
+from pytest_onebit.doubles.toy import ToyBase
 
 
 def test_divergence_message_shows_index_and_context():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pytest_onebit.device import missing_npu_kernels, resolve
+from pytest_onebit.device.probe import missing_npu_kernels, resolve
 
 
 def test_torch_missing_is_the_skip_reason(monkeypatch):
@@ -56,14 +56,15 @@ def test_device_tests_skip_with_the_backends_reason(pytester):
         import pytest
 
         @pytest.mark.device
-        def test_on_device(device_model, onebit_device):
-            model = device_model("qwen3")
+        def test_on_device(onebit_device_model, onebit_device):
+            model = onebit_device_model("qwen3")
             assert model.backend.name == onebit_device
             assert model.step(1, 0).shape == (model.vocab_size,)
         """
     )
-    cuda = pytester.runpytest_subprocess("-m", "device", "--onebit-device=cuda", "-rs")
+    rig = ("-p", "pytest_onebit.device")
+    cuda = pytester.runpytest_subprocess(*rig, "-m", "device", "--onebit-device=cuda", "-rs")
     cuda.assert_outcomes(skipped=1)
     cuda.stdout.fnmatch_lines(["*SKIPPED*no CUDA: torch * is a build without CUDA*"])
-    pytester.runpytest_subprocess("-m", "device", "--onebit-device=torch").assert_outcomes(
+    pytester.runpytest_subprocess(*rig, "-m", "device", "--onebit-device=torch").assert_outcomes(
         passed=1)

@@ -2,7 +2,7 @@
 
 import types
 
-from pytest_onebit.device import probe_npu, skip_reason
+from pytest_onebit.device.probe import probe_npu, skip_reason
 
 
 def no_pyxrt(name):

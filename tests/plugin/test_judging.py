@@ -4,6 +4,7 @@ exception, or one line and exit 2; and known failures are declared with reasons.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -11,9 +12,9 @@ from dataclasses import dataclass, field
 import pytest
 
 import onebit
-from pytest_onebit.checks import CHECKS
-from pytest_onebit.conformance import XFAIL, XPASS, LoopContractError, check_loop
-from pytest_onebit.scenarios import Scenario, standard_scenarios
+from pytest_onebit.loop.checks import CHECKS
+from pytest_onebit.loop.runner import XFAIL, XPASS, LoopContractError, check_loop
+from pytest_onebit.loop.scenarios import Scenario, standard_scenarios
 
 # A few scenarios that between them reach every check (I10 needs a stop, I11 a 1-row base).
 SOME = [Scenario(), Scenario(flavour="two-pass", head="half", k=4),
@@ -172,7 +173,7 @@ def run_without_stopped(base, head, prompt, **kw):
                                  "*XPASS*test_I8_pass_law_garbage*believed broken*"])
     typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_typo_in_process.py")
     assert typo.ret == pytest.ExitCode.INTERRUPTED
-    typo.stdout.fnmatch_lines(["*unknown check(s) ['I7-pass-lawz']*"])
+    typo.stdout.fnmatch_lines(["*unknown loop check(s) ['I7-pass-lawz']*"])
 
 
 def prove(*args: str, cwd) -> subprocess.CompletedProcess:
@@ -232,3 +233,99 @@ def test_standard_grid_is_unchanged():
     ids unique, the first is the one-pass perfect head at k = 1."""
     grid = standard_scenarios()
     assert len(grid) == 145 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"
+
+
+FORWARDING_LOOPS = """
+import onebit
+
+
+def greedy_only(base, head, prompt, *, max_tokens, k, on_token=None):
+    return onebit.run(base, head, prompt, max_tokens=max_tokens, k=k, on_token=on_token)
+
+
+def run(*args, **kwargs):  # a signature that says nothing: only trying tells
+    return greedy_only(*args, **kwargs)
+
+
+def broken(*args, **kwargs):
+    raise RuntimeError("the device went away")
+"""
+
+
+def test_prove_a_forwarding_greedy_only_loop_finds_sampling_not_applicable(tmp_path):
+    """`onebit prove --loop M:run` on a `def run(*args, **kwargs)` that forwards to a
+    greedy-only loop: the I checks pass, every S check is "not applicable" with the reason
+    (found by calling it with sampling=, not read from the signature), no traceback escapes,
+    and the loop keeps the contract (exit 0). The same loop through `check_sampling` is a
+    report with the reason and no failure."""
+    (tmp_path / "fwd_engine.py").write_text(FORWARDING_LOOPS)
+    done = prove("--loop", "fwd_engine:run", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout[-2000:]
+    assert "Traceback" not in done.stderr + done.stdout
+    rows = {row["check"]: row for row in json.loads(done.stdout)["contract"]["checks"]}
+    for name in ("S1-distribution", "S2-seeded", "S3-greedy-limit", "S4-leaf-state"):
+        assert rows[name]["status"] == "not applicable", rows[name]
+        assert "unexpected keyword argument 'sampling'" in rows[name]["reason"], rows[name]
+    assert rows["I1-text"]["status"] == "passed" and rows["I1-text"]["passed"] > 0
+
+
+def test_a_raising_loop_fails_the_loop_and_sampling_checks_naming_it(tmp_path, monkeypatch):
+    """A loop that raises is judged, never a crash: every I and S check fails, each finding
+    names the exception, in check_loop, check_sampling and `onebit prove` (exit 1)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "fwd_engine_raises.py").write_text(FORWARDING_LOOPS)
+    from fwd_engine_raises import broken
+
+    from pytest_onebit import check_sampling
+
+    loop = check_loop(broken, raise_on_failure=False)
+    sampled = check_sampling(broken, raise_on_failure=False)
+    for report in (loop, sampled):
+        assert set(report.statuses().values()) == {"failed"}, report.statuses()
+        assert all("RuntimeError: the device went away" in f.message for f in report.failures)
+    done = prove("--loop", "fwd_engine_raises:broken", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout
+    assert "S2-seeded" in done.stdout and "RuntimeError: the device went away" in done.stdout
+
+
+@pytest.mark.parametrize("error", [KeyError("k"), SystemExit(3)])
+def test_check_sampling_judges_a_loop_that_raises_anything(error):
+    """check_sampling on a loop that raises (even SystemExit, even in S2 and S3, which call
+    the loop themselves) returns a report whose every check failed naming the exception."""
+
+    def raising(*args, **kwargs):
+        raise error
+
+    from pytest_onebit import check_sampling
+
+    report = check_sampling(raising, raise_on_failure=False)
+    assert set(report.statuses().values()) == {"failed"}
+    assert all(type(error).__name__ in f.message for f in report.failures)
+
+
+def test_sampling_contract_skips_a_loop_that_cannot_sample_with_the_reason(pytester):
+    """SamplingContract held to a forwarding greedy-only loop skips every S test with the
+    reason found by trying it: no test fails and nothing escapes as an error."""
+    pytester.makepyfile(fwd_engine=FORWARDING_LOOPS)
+    pytester.makepyfile(test_sampled=(
+        "from pytest_onebit import SamplingContract\n\n\n"
+        "class TestForwarding(SamplingContract):\n    pass\n"))
+    result = pytester.runpytest_subprocess("--onebit-loop=fwd_engine:run", "-p",
+                                           "no:cacheprovider", "-rs", "-k", "S2 or S3")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) > 0 and "failed" not in outcomes and "passed" not in outcomes
+    result.stdout.fnmatch_lines(["*SKIPPED*S2-seeded is not applicable: the loop does not "
+                                 "sample*unexpected keyword argument 'sampling'*"])
+
+
+def test_prove_declares_expected_failures_of_either_contract():
+    """`prove`'s expected failures reach the contract that owns each check: a sampling check
+    declared on a loop that keeps it is a stale xpass that fails the proof, with its reason in
+    the report; a name of neither contract is a ValueError naming it."""
+    from pytest_onebit.loop.prove import prove
+
+    report = prove(onebit.run, expected_failed_checks={"S3-greedy-limit": "believed broken"})
+    assert report.sampling.status("S3-greedy-limit") == XPASS and not report.ok
+    assert "S3-greedy-limit: believed broken" in report.to_text()
+    with pytest.raises(ValueError, match=r"unknown check\(s\) \['S9-nothing'\]"):
+        prove(onebit.run, expected_failed_checks={"S9-nothing": "x"})

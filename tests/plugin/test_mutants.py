@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from onebit.commands import mutants as mutants_command
-from pytest_onebit.checks import CHECKS
+from pytest_onebit.loop.checks import CHECKS
 from pytest_onebit.mutants import (
     ERROR,
     KILLED,
@@ -243,8 +243,9 @@ def end_to_end(tmp_path_factory):
     loop = load_catalogue(root / "mutants" / "loop", root)
     chosen = select(loop.mutants, ["01", "11"]) + [parse_mutant(stale)]
     before = tree_digest(root)
+    # --stop named: each mutant's run is its named checks' tests, each credited in full
     report = run_catalogue(root, catalogue=Catalogue(loop.folder, loop.config, chosen), jobs=2,
-                           test_paths=("tests/toy_base/test_contract.py",))
+                           test_paths=("tests/toy_base/test_contract.py",), stop="named")
     return root, before, tree_digest(root), report
 
 

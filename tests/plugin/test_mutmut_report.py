@@ -3,7 +3,7 @@
 
 import re
 
-from pytest_onebit.mutmut_report import (
+from pytest_onebit.mutants.mutmut_report import (
     MutmutReport,
     find_exemptions,
     function_of,

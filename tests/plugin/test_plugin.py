@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import onebit.loop
-from pytest_onebit.suite import check_test_name
+from pytest_onebit.loop.suite import check_test_name
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -34,26 +34,41 @@ def failed_checks(output: str) -> set[str]:
 
 
 def test_fixtures_and_options_load_in_a_fresh_project(pytester):
-    """Installing onebit is all it takes: a project with no conftest gets the fixtures, the
-    device marker and the options in a fresh interpreter."""
+    """Installing onebit is all it takes: a project with no conftest gets the `onebit_`
+    fixtures and the options in a fresh interpreter; the device rig (its option, marker and
+    fixtures) comes only with `-p pytest_onebit.device`."""
     pytester.makepyfile(
         """
         import onebit
 
-        def test_parts(toy_base, oracle, perfect_head, garbage_head, half_head, plain_decode,
-                       spec_run):
-            base = toy_base(max_batch_rows=4)
-            truth = oracle(toy_base(), [1, 2, 3], 20)
-            result = spec_run(base, perfect_head(truth, "two-pass"), [1, 2, 3],
-                              max_tokens=12, k=3)
-            assert result.tokens == plain_decode([1, 2, 3], 12).tokens
-            assert spec_run is onebit.run
+        def test_parts(onebit_toy_base, onebit_oracle, onebit_perfect_head,
+                       onebit_garbage_head, onebit_half_head, onebit_plain_decode,
+                       onebit_loop):
+            base = onebit_toy_base(max_batch_rows=4)
+            truth = onebit_oracle(onebit_toy_base(), [1, 2, 3], 20)
+            result = onebit_loop(base, onebit_perfect_head(truth, "two-pass"), [1, 2, 3],
+                                 max_tokens=12, k=3)
+            assert result.tokens == onebit_plain_decode([1, 2, 3], 12).tokens
+            assert onebit_loop is onebit.run
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
     result.assert_outcomes(passed=1)
     help_text = pytester.runpytest_subprocess("--help").stdout.str()
-    assert "--onebit-loop=MODULE:FUNC" in help_text and "--onebit-device" in help_text
+    assert "--onebit-loop=MODULE:FUNC" in help_text and "--onebit-device" not in help_text
+    with_rig = pytester.runpytest_subprocess("-p", "pytest_onebit.device", "--help")
+    assert "--onebit-device" in with_rig.stdout.str()
+
+
+def test_the_plugin_registers_only_onebit_fixtures(pytester):
+    """Every fixture the plugin adds to a user's session is named `onebit_...`, and none of
+    the device rig's is there unless asked for: a project's own `toy_base` or `oracle` is
+    never shadowed by onebit."""
+    pytester.makepyfile("def test_x(): pass")
+    listed = pytester.runpytest_subprocess("--fixtures", "-p", "no:cacheprovider").stdout.str()
+    ours = re.findall(r"^(\w+)(?: \[\w+ scope\])? -- .*pytest_onebit", listed, re.M)
+    assert ours and all(name.startswith("onebit_") for name in ours), ours
+    assert "onebit_device_model" not in ours
 
 
 def test_device_marker_deselects_and_skips_with_the_probe_reason(pytester):
@@ -64,16 +79,17 @@ def test_device_marker_deselects_and_skips_with_the_probe_reason(pytester):
         import pytest
 
         @pytest.mark.device
-        def test_on_npu(device_base):
+        def test_on_npu(onebit_device_base):
             raise AssertionError("must not run without a device")
 
         def test_anywhere():
             pass
         """
     )
-    no_device = pytester.runpytest_subprocess("-m", "not device")
+    no_device = pytester.runpytest_subprocess("-p", "pytest_onebit.device", "-m", "not device")
     no_device.assert_outcomes(passed=1, deselected=1)
-    on_device = pytester.runpytest_subprocess("-m", "device", "-rs")
+    on_device = pytester.runpytest_subprocess("-p", "pytest_onebit.device", "-m", "device",
+                                              "-rs")
     on_device.assert_outcomes(skipped=1, deselected=1)
     on_device.stdout.fnmatch_lines(["*SKIPPED*no NPU: no NPU device node: /dev/accel/accel* "
                                     "matches nothing*"])

@@ -6,7 +6,7 @@ import numpy as np
 
 from onebit import Drafts, Sampling, warp
 from onebit.heads.choose import SamplingDrafter
-from pytest_onebit.enumeration import ScriptedRng
+from pytest_onebit.sampling.enumeration import ScriptedRng
 
 LOGITS = np.array([[0.1, 2.0, 1.9, -1.0],
                    [3.0, 0.0, 2.5, 1.0]])

@@ -6,7 +6,8 @@ import pytest
 
 import onebit
 from onebit import Sampling
-from pytest_onebit.enumeration import (
+from pytest_onebit.doubles.toy import ToyBase
+from pytest_onebit.sampling.enumeration import (
     NondeterministicRun,
     ScriptedRng,
     assert_distribution_equivalent,
@@ -15,7 +16,6 @@ from pytest_onebit.enumeration import (
     plain_distribution,
     sample_distribution,
 )
-from pytest_onebit.toy import ToyBase
 
 
 def test_enumeration_of_a_known_process_is_exact():

@@ -8,8 +8,8 @@ import pytest
 
 import onebit
 from pytest_onebit.mutants.controls import MARGIN, measure_catalogue, render
-from pytest_onebit.sampling_contract import SamplingScenario
-from pytest_onebit.sampling_gaps import gaps, largest_gap
+from pytest_onebit.sampling.gaps import gaps, largest_gap
+from pytest_onebit.sampling.scenarios import SamplingScenario
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT / "mutants" / "sampling"
@@ -20,6 +20,7 @@ def controls():
     return measure_catalogue(ROOT, CATALOGUE)
 
 
+@pytest.mark.slow  # nine enumerations in scratch copies: the suite's slowest test
 def test_negative_controls_differ(controls, capsys):
     """Every mutant of the sampling catalogue applies and, on at least one S1 scenario where it
     runs to the end, gives some sequence a probability at least 1e-3 away from plain sampling's.

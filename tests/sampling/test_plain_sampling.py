@@ -7,7 +7,7 @@ import pytest
 
 import onebit
 from onebit import BaseContractError, Sampling, SeededRng
-from pytest_onebit.toy import ToyBase
+from pytest_onebit.doubles.toy import ToyBase
 
 PROMPT = [3, 1, 4]
 S = Sampling(0.9, top_k=8)

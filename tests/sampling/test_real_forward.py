@@ -13,7 +13,7 @@ import onebit
 from onebit import Sampling
 from onebit.heads import NgramHead, fabricate_dflash, fabricate_mtp, load_dflash, load_mtp
 from onebit.models import fabricate_model, load_model
-from pytest_onebit.enumeration import (
+from pytest_onebit.sampling.enumeration import (
     assert_distribution_equivalent,
     exact_distribution,
     plain_distribution,

@@ -10,14 +10,14 @@ import onebit
 from onebit import BaseContractError, Drafts, HeadContractError, Sampling, SeededRng
 from onebit.heads.choose import choose
 from onebit.loop import Q_SUM_TOLERANCE
-from pytest_onebit.enumeration import (
+from pytest_onebit.doubles.heads import Oracle, half_head, perfect_head
+from pytest_onebit.doubles.sampling_heads import FLAVOURS, KINDS, MemoToyBase, sampling_head
+from pytest_onebit.doubles.toy import ToyBase
+from pytest_onebit.sampling.enumeration import (
     assert_distribution_equivalent,
     exact_distribution,
     plain_distribution,
 )
-from pytest_onebit.heads import Oracle, half_head, perfect_head
-from pytest_onebit.sampling_heads import FLAVOURS, KINDS, MemoToyBase, sampling_head
-from pytest_onebit.toy import ToyBase
 
 PROMPT = [3, 1, 4]
 
@@ -244,17 +244,19 @@ def test_a_sampled_round_asks_the_head_as_a_greedy_one_does(flavour, rows, k, mo
     assert not base.over and result.stats.proposed > 0
 
 
-def test_forget_traces_makes_the_next_check_enumerate_afresh():
-    """S1 and S4 share one enumeration per (loop, scenario) until forget_traces(), which a
-    SamplingContract class calls before its tests (a forked test process must not reuse the
-    traces of the code it was forked from)."""
-    from pytest_onebit.sampling_contract import SamplingScenario, forget_traces, trace_of
+def test_one_enumeration_per_case_and_a_fresh_cache_enumerates_afresh():
+    """S1 and S4 share one enumeration per (loop, scenario) case of a cache; a new cache (each
+    pytest session and each contract run makes one, so a forked test process never reuses
+    the traces of the code it was forked from) enumerates again, to the same distribution."""
+    from pytest_onebit.contract import CaseCache
+    from pytest_onebit.sampling.checks import SAMPLING
+    from pytest_onebit.sampling.scenarios import SamplingScenario
 
     s = SamplingScenario("one-pass", "same", k=1, max_tokens=2)
-    first = trace_of(onebit.run, s)
-    assert trace_of(onebit.run, s) is first
-    forget_traces()
-    again = trace_of(onebit.run, s)
+    cache = CaseCache()
+    first = cache.case(SAMPLING, onebit.run, s).trace
+    assert cache.case(SAMPLING, onebit.run, s).trace is first
+    again = CaseCache().case(SAMPLING, onebit.run, s).trace
     assert again is not first and again.speculative.probs == first.speculative.probs
 
 

@@ -1,7 +1,7 @@
 """The bundled loop (or the one --onebit-loop names) held to S1..S4: sampled speculative
 decoding keeps the target's distribution exactly."""
 
-from pytest_onebit.sampling_suite import SamplingContract
+from pytest_onebit.sampling.suite import SamplingContract
 
 
 class TestSampledLoop(SamplingContract):

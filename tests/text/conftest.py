@@ -9,13 +9,6 @@ import pytest
 
 from onebit.text import Tokenizer
 
-SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm2_file() -> Path:
-    home = Path(os.environ.get("ONEBIT_HOME") or Path.home() / ".cache" / "onebit")
-    return home / "models" / SMOLLM2
-
 
 def read_metadata(path: Path) -> dict:
     """A GGUF's metadata as a plain dict of key -> str/int/float/bool/list."""
@@ -25,12 +18,18 @@ def read_metadata(path: Path) -> dict:
             if not key.startswith("GGUF.")}
 
 
+@pytest.fixture
+def gguf_metadata():
+    """`read_metadata` as a fixture."""
+    return read_metadata
+
+
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
-    path = smollm2_file()
-    if not path.is_file():
-        pytest.skip(f"SmolLM2 not in the cache ({path}) and offline: run `onebit pull smollm2`")
-    return path
+    """SmolLM2's verified GGUF; skipped with the reason when absent and not pullable."""
+    from onebit.hub import skip_unless_cached
+
+    return skip_unless_cached("smollm2")
 
 
 @pytest.fixture(scope="session")
@@ -63,3 +62,74 @@ def spm_metadata():
         "tokenizer.ggml.unknown_token_id": 0,
     }
     return lambda **override: {**metadata, **override}
+
+
+def byte_vocab_metadata(extra_specials=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+                        **override) -> dict:
+    """A byte-level vocabulary of the 256 bytes and a few control tokens, no merges: a
+    tokenizer for a fabricated model (vocab 256 + specials) that can spell any text."""
+    from onebit.text.bytelevel import byte_alphabet
+
+    tokens = [byte_alphabet()[b] for b in range(256)] + list(extra_specials)
+    return {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": [1] * 256 + [3] * len(extra_specials),
+        "tokenizer.ggml.merges": [],
+        "tokenizer.ggml.bos_token_id": 257,
+        "tokenizer.ggml.eos_token_id": 256,
+        **override,
+    }
+
+
+@pytest.fixture
+def byte_vocab():
+    """`byte_vocab_metadata` as a fixture (a factory taking overrides)."""
+    return byte_vocab_metadata
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """A fabricated Qwen3 (random weights, vocab 259) with the byte tokenizer attached, as the
+    GGUF loader attaches a file's."""
+    from onebit.models import load_model
+    from onebit.models.fabricate import fabricate_model
+
+    path = fabricate_model(tmp_path_factory.mktemp("tiny") / "m", "qwen3", vocab_size=259)
+    model = load_model(path)
+    model.tokenizer = Tokenizer.from_gguf_metadata(byte_vocab_metadata())
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, tiny_model):
+    """The fabricated model's directory with its tokenizer saved beside it as a checkpoint
+    ships one: tokenizer.json and tokenizer_config.json (BOS/EOS, no chat template)."""
+    import json
+
+    from onebit.models.fabricate import fabricate_model
+
+    path = fabricate_model(tmp_path_factory.mktemp("tinydir") / "m", "qwen3", vocab_size=259)
+    tiny_model.tokenizer.backend.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|im_start|>", "eos_token": "<|endoftext|>"}))
+    return path
+
+
+def run_onebit(*argv, stdin: str | None = None, env: dict | None = None, timeout: float = 300):
+    """The real `onebit` command in a subprocess, from this checkout."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    environ = {**os.environ, "PYTHONPATH": str(root), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "onebit.cli", *map(str, argv)], input=stdin,
+                          capture_output=True, text=True, timeout=timeout, env=environ,
+                          cwd=root)
+
+
+@pytest.fixture
+def onebit_cli():
+    """`run_onebit` as a fixture."""
+    return run_onebit

@@ -17,7 +17,7 @@ from onebit.heads import (
 )
 from onebit.tools.acceptance import Tally, score, score_prompt
 from onebit.tools.inputs import ToolInputError, read_prompt_ids
-from pytest_onebit.heads import Oracle, garbage_head, half_head, perfect_head
+from pytest_onebit.doubles.heads import Oracle, garbage_head, half_head, perfect_head
 
 PROMPT = [5, 9, 200, 31]
 N = 20

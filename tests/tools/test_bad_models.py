@@ -63,7 +63,7 @@ def test_sweep_refuses_non_finite_logits(cli, overflowing_dir, data, head, tally
 def test_a_forward_that_raises(cli, model_dir, data, monkeypatch, command, after, tally_tools):
     """A forward that raises (a device lost after `after` passes) is one line naming the
     cause and where it happened, exit 2, under either tool."""
-    real = qwen3.Qwen3Model._forward
+    real = qwen3.Qwen3Model.forward
     calls = []
 
     def failing(self, tokens, pos):
@@ -72,7 +72,7 @@ def test_a_forward_that_raises(cli, model_dir, data, monkeypatch, command, after
             raise RuntimeError("device lost")
         return real(self, tokens, pos)
 
-    monkeypatch.setattr(qwen3.Qwen3Model, "_forward", failing)
+    monkeypatch.setattr(qwen3.Qwen3Model, "forward", failing)
     extra = ["--k", "2", "--repeats", "1"] if command == "sweep" else []
     line = one_line_error(*cli(command, "--model", model_dir, "--head", "ngram", "--prompt-ids",
                                data / "mixed.txt", "--tokens", "4", *extra), command)

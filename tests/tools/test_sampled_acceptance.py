@@ -7,8 +7,8 @@ import pytest
 
 from onebit import Sampling
 from onebit.tools.sampled_acceptance import score_sampled
-from pytest_onebit.sampling_heads import sampling_head
-from pytest_onebit.toy import ToyBase
+from pytest_onebit.doubles.sampling_heads import sampling_head
+from pytest_onebit.doubles.toy import ToyBase
 
 PROMPTS = [[3, 1, 4], [9, 2]]
 

@@ -9,7 +9,9 @@ import pytest
 import onebit
 from onebit import Fallback
 from pytest_onebit import Oracle, ToyBase, garbage_head, half_head, perfect_head, silent_head
-from pytest_onebit.contract import check_trace, execute, standard_scenarios
+from pytest_onebit.loop.runner import check_trace
+from pytest_onebit.loop.scenarios import standard_scenarios
+from pytest_onebit.loop.trace import execute
 
 PROMPT = [3, 1, 4, 1, 5]
 N = 40

@@ -105,10 +105,11 @@ def test_toy_is_a_base_model():
     assert isinstance(ToyBase(), onebit.BaseModel)
 
 
-def test_fixtures_build_fresh_parts(toy_base, oracle, perfect_head, plain_decode):
+def test_fixtures_build_fresh_parts(onebit_toy_base, onebit_oracle, onebit_perfect_head,
+                                    onebit_plain_decode):
     """The plugin's factories make independent parts: a perfect head built from the oracle
     drives onebit.run to greedy's text."""
-    truth = oracle(toy_base(), PROMPT, 30)
-    head = perfect_head(truth, "two-pass")
-    result = onebit.run(toy_base(), head, PROMPT, max_tokens=20, k=4)
-    assert result.tokens == plain_decode(PROMPT, 20).tokens == GOLDEN
+    truth = onebit_oracle(onebit_toy_base(), PROMPT, 30)
+    head = onebit_perfect_head(truth, "two-pass")
+    result = onebit.run(onebit_toy_base(), head, PROMPT, max_tokens=20, k=4)
+    assert result.tokens == onebit_plain_decode(PROMPT, 20).tokens == GOLDEN

@@ -1,0 +1,124 @@
+"""`onebit generate [--model PATH] "prompt"`: text in, streamed text out.
+
+The text goes to stdout as it is decoded; tokens/s, base passes per token and the head's
+acceptance go to stderr, so `onebit generate ... > answer.txt` keeps only the answer. Without
+--model it uses SmolLM2, pulled into the cache on first use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from onebit.commands.common import fail, positive, quiet_stdout
+
+HEADS = ("none", "ngram", "mtp", "dflash")
+MAX_PROMPT_FILE = 16 << 20
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """What `generate` and `chat` share: the model, the head and the sampling knobs."""
+    parser.add_argument("--model", help="a GGUF file or a checkpoint directory (default: "
+                        "SmolLM2-135M-Instruct, pulled on first use)")
+    parser.add_argument("--system", help="a system turn before the prompt")
+    parser.add_argument("--max-tokens", type=positive("--max-tokens"), default=256,
+                        help="most tokens to generate (default 256)")
+    parser.add_argument("--head", choices=HEADS, default="none",
+                        help="the draft head (default none: plain decode)")
+    parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
+    parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
+                        "head's own, 7 for prompt lookup)")
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="0 (default) is greedy; above 0 samples")
+    parser.add_argument("--top-k", type=int, default=0, help="keep the k likeliest (0: all)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (1.0: all)")
+    parser.add_argument("--seed", type=int, help="the sampler's seed")
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    parser = sub.add_parser("generate", help="generate text from a prompt, streamed",
+                            description="Generate text after a prompt, through the speculative "
+                            "loop: the text to stdout, the speed and cost to stderr.")
+    parser.add_argument("prompt", nargs="?", help="the prompt (or --prompt-file)")
+    parser.add_argument("--prompt-file", help="read the prompt from this UTF-8 file")
+    parser.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                        help="wrap the prompt in the model's chat template (default: when the "
+                        "model has one); --no-chat sends the text as it is")
+    add_model_options(parser)
+    return parser
+
+
+def read_prompt_file(path: str) -> str:
+    """The prompt file's text; a ValueError naming the file and the byte where UTF-8 breaks."""
+    from onebit.text.errors import PromptError
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_PROMPT_FILE + 1)
+    except OSError as e:
+        raise PromptError(f"--prompt-file {path}: {e.strerror or e}") from None
+    if len(data) > MAX_PROMPT_FILE:
+        raise PromptError(f"--prompt-file {path} is over {MAX_PROMPT_FILE} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PromptError(f"--prompt-file {path} is not valid UTF-8 "
+                          f"(byte {e.start}: {data[e.start:e.start + 1]!r})") from None
+
+
+def sampling_of(args: argparse.Namespace):
+    import onebit
+
+    if args.temperature == 0 and args.top_k == 0 and args.top_p == 1.0:
+        return None
+    return onebit.Sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+
+
+def write(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+
+
+def report(gen, head: str) -> str:
+    """The stderr line after a generation: decode speed (the tokens after the first, which
+    the prompt's passes produce), passes per token, the time to the first token (the prefill,
+    and on a fresh process the kernels' first compile) and the head's acceptance."""
+    s = gen.result.stats
+    line = (f"[{s.emitted} tokens, {gen.decode_tokens_per_second:.1f} tokens/s, "
+            f"{s.passes_per_token:.3f} passes/token, first token after "
+            f"{gen.prefill_seconds * 1e3:.0f} ms ({s.prefill_passes} prefill passes)")
+    if head != "none":
+        line += f", acceptance {s.acceptance_rate:.1%} ({s.accepted}/{s.proposed})"
+    return line + "]"
+
+
+def run_generation(model, prompt, args, *, chat) -> object:
+    """One generation streamed to stdout, the report to stderr; returns the Generation."""
+    import onebit
+
+    gen = onebit.generate(model, prompt, chat=chat, system=args.system,
+                          max_tokens=args.max_tokens, head=args.head, k=args.k,
+                          sampling=sampling_of(args), seed=args.seed, draft=args.draft,
+                          on_text=write)
+    write("\n")
+    print(report(gen, args.head), file=sys.stderr, flush=True)
+    return gen
+
+
+def main(args: argparse.Namespace) -> int:
+    from onebit.text.load import load_text_model
+
+    try:
+        if (args.prompt is None) == (args.prompt_file is None):
+            raise ValueError("give a prompt or --prompt-file, not both or neither")
+        prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
+        model = load_text_model(args.model)
+        run_generation(model, prompt, args, chat=args.chat)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, RuntimeError, OSError) as error:
+        return fail("generate", error)
+    return 0

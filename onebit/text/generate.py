@@ -1,0 +1,140 @@
+"""`generate()`: text (or chat messages) in, text out, through the speculative loop.
+
+The loop itself stays in token ids (`onebit.run`); this module is the text around it: the chat
+template, the tokenizer, a stop at EOS/EOT and the streaming decoder. The stop goes through the
+loop's consumer stop (`on_token` returning False), so the loop's contract holds unchanged: the
+stop token is emitted and committed, and `generate` leaves it out of the text.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from onebit.text.chat import check_messages, render
+from onebit.text.errors import PromptError
+
+HEAD_NAMES = ("none", "ngram", "mtp", "dflash")
+
+
+@dataclass
+class Generation:
+    """What `generate` returns: the text and the loop's `RunResult` (unpacks as both)."""
+
+    text: str
+    result: object          # onebit.RunResult
+    prompt_ids: list[int]
+    stopped_on: int | None  # the stop token (EOS/EOT) that ended it, or None
+    prefill_seconds: float = 0.0  # from the call to the first token (the prompt's passes)
+    decode_seconds: float = 0.0   # from the first token to the last
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Tokens after the first (which the prefill produces) per second of decode."""
+        after_first = len(self.result.tokens) - 1
+        return after_first / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    def __iter__(self):
+        return iter((self.text, self.result))
+
+
+def context_length(model) -> int | None:
+    """The longest sequence the model was made for, if it says: `model.context_length` or its
+    config's `max_position_embeddings`."""
+    value = getattr(model, "context_length", None)
+    if value is None:
+        value = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None) -> tuple[str, bool]:
+    """The text to tokenize and whether it came from the chat template (whose text carries its
+    own BOS, so the tokenizer adds none)."""
+    if isinstance(prompt, str):
+        if chat is None:
+            chat = tokenizer.chat_template is not None
+        if not chat:
+            if system is not None:
+                raise ValueError("system= needs a chat prompt (chat=True or a list of messages)")
+            return prompt, False
+        messages = [{"role": "user", "content": prompt}]
+    elif chat is False:
+        raise ValueError("chat=False takes a str prompt, not messages")
+    else:
+        messages = check_messages(prompt)
+    if system is not None:
+        messages = [{"role": "system", "content": system}, *messages]
+    text = render(tokenizer.chat_template, messages, add_generation_prompt=True,
+                  bos_token=tokenizer.bos_token or "", eos_token=tokenizer.eos_token or "")
+    return text, True
+
+
+def resolve_head(head, model, *, k: int | None, draft=None):
+    """`head` as a DraftHead (None, "none", "ngram", "mtp", "dflash", or a head object), and
+    the k to draft with."""
+    from onebit.tools.inputs import make_head, natural_k
+
+    if head is None or head == "none":
+        return None, k or 1
+    if isinstance(head, str):
+        if head not in HEAD_NAMES:
+            raise ValueError(f"head must be one of {HEAD_NAMES} or a DraftHead, got {head!r}")
+        head = make_head(head, model, draft=draft, k=k or 8,
+                         model=getattr(model, "source", None))
+    return head, k or natural_k(head)
+
+
+def generate(model, prompt, *, chat: bool | None = None, system: str | None = None,
+             max_tokens: int = 256, head=None, k: int | None = None, sampling=None,
+             seed: int | None = None, rng=None, fallback=None, on_text=None, tokenizer=None,
+             draft=None, skip_special_tokens: bool = True) -> Generation:
+    """Generate text after `prompt` (a str, or chat messages [{"role", "content"}, ...]).
+
+    A str goes through the model's chat template when it has one (`chat=None`), or always
+    (`chat=True`, ChatML when the file has none), or never (`chat=False`). `system` adds a
+    system turn. `head`, `k`, `sampling`, `seed`, `rng`, `fallback` and `max_tokens` are
+    `onebit.run`'s; `head` may also be named ("ngram"; "mtp"/"dflash" with `draft=DIR`).
+    `on_text(piece)` gets the text as it is decoded, never half a character. The run stops at
+    EOS/EOT. A prompt that leaves no room in the context is a `PromptError`.
+    """
+    import onebit
+
+    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tok is None:
+        raise ValueError("the model carries no tokenizer (model.tokenizer): pass tokenizer=")
+    text, from_template = prompt_text(tok, prompt, chat=chat, system=system)
+    ids = tok.encode(text, add_special_tokens=not from_template)
+    if not ids:
+        raise PromptError("the prompt is empty: it encodes to no tokens")
+    limit = context_length(model)
+    if limit is not None and len(ids) >= limit:
+        raise PromptError(f"the prompt is {len(ids)} tokens; the model's context is {limit}, "
+                          "which leaves no room to generate")
+    if limit is not None:
+        max_tokens = min(max_tokens, limit - len(ids))
+    draft_head, k = resolve_head(head, model, k=k, draft=draft)
+    stops = tok.stop_ids
+    stream = tok.stream(skip_special_tokens=skip_special_tokens)
+    stopped_on = []
+    clock = [time.perf_counter(), None]   # start, first token
+
+    def on_token(token: int):
+        if clock[1] is None:
+            clock[1] = time.perf_counter()
+        if token in stops:
+            stopped_on.append(token)
+            return False
+        piece = stream.push(token)
+        if piece and on_text is not None:
+            on_text(piece)
+        return None
+
+    result = onebit.run(model, draft_head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
+                        sampling=sampling, seed=seed, rng=rng, fallback=fallback)
+    end = time.perf_counter()
+    rest = stream.flush()
+    if rest and on_text is not None:
+        on_text(rest)
+    first = clock[1] if clock[1] is not None else end
+    return Generation(stream.text, result, ids, stopped_on[0] if stopped_on else None,
+                      prefill_seconds=first - clock[0], decode_seconds=end - first)

@@ -1,0 +1,58 @@
+"""`onebit prove --loop-lib`: the same report as `onebit prove` gives a Python loop (the
+contract table, the cost of each arm, the closing line), on the float32-exact toy, followed by
+check F1 (faults), which only a compiled loop has."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from onebit.report import Document
+from pytest_onebit.contract.report import Finding
+from pytest_onebit.loop.prove import ProveReport, prove
+from pytest_onebit.native.faults import DOC, NAME, check_fault, fault_cases
+from pytest_onebit.native.loop import DEFAULT_TIMEOUT, native_loop
+from pytest_onebit.native.suite import abi_scenarios
+
+
+@dataclass
+class NativeProveReport(ProveReport):
+    fault_cases: int = 0
+    fault_failures: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return super().ok and not self.fault_failures
+
+    def fault_line(self) -> str:
+        failed = len(self.fault_failures)
+        line = f"{NAME}: {self.fault_cases - failed} passed, {failed} failed ({DOC})"
+        for f in self.fault_failures[:3]:
+            line += f"\n  {f.check} [{f.scenario}]: {f.message.splitlines()[0]}"
+        return line
+
+    def document(self) -> Document:
+        doc = super().document()
+        doc.blocks.append(self.fault_line())
+        doc.data["faults"] = {"cases": self.fault_cases,
+                              "failures": [vars(f) for f in self.fault_failures]}
+        doc.data["ok"] = self.ok
+        return doc
+
+
+def prove_library(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
+                  expected_failed_checks: Mapping[str, str] | None = None) -> NativeProveReport:
+    """Probe the library `spec` names (a `LibraryError` when it cannot be held), then hold it
+    to I1..I13 and F1."""
+    loop = native_loop(spec, timeout=timeout)
+    base = prove(loop, name=spec, expected_failed_checks=expected_failed_checks,
+                 scenarios=abi_scenarios())
+    report = NativeProveReport(**vars(base))
+    cases = fault_cases()
+    report.fault_cases = len(cases)
+    for case in cases:
+        try:
+            check_fault(loop, case)
+        except AssertionError as error:
+            report.fault_failures.append(Finding(NAME, case.id, str(error)))
+    return report

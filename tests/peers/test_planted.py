@@ -1,0 +1,108 @@
+"""Each transformers arm is itself proved: a copy of transformers' own code with one planted
+bug, swapped in with monkeypatch, must fail the check that covers it, while the untouched
+peer passes the same check (tests/peers/test_peer_command.py runs it whole).
+
+The copy is made from the installed release's source, with one line edited; a release whose
+source lacks the line skips the test, naming it."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("torch")
+
+from pytest_onebit.peers import judge  # noqa: E402
+from pytest_onebit.peers.hf_run import quiet  # noqa: E402
+from pytest_onebit.peers.hf_sampled import SampledArm  # noqa: E402
+from pytest_onebit.peers.hf_toy_arms import PROMPTS, ToyArm  # noqa: E402
+
+quiet()
+
+
+def plant(monkeypatch, module, qualname: str, old: str, new: str) -> None:
+    """Replace `module.qualname` by a copy of its source with `old` edited to `new`."""
+    import transformers
+
+    *path, name = qualname.split(".")
+    owner = module
+    for part in path:
+        owner = getattr(owner, part)
+    source = textwrap.dedent(inspect.getsource(getattr(owner, name)))
+    if source.count(old) != 1:
+        pytest.skip(f"transformers {transformers.__version__}: {qualname} has no line "
+                    f"{old!r} to plant a bug in")
+    namespace = dict(vars(module))
+    exec(compile(source.replace(old, new), f"<planted {qualname}>", "exec"), namespace)
+    monkeypatch.setattr(owner, name, namespace[name])
+
+
+def outcome(fn) -> str:
+    return judge.judged(fn).status
+
+
+def test_wrong_cache_crop_fails_I1(monkeypatch):
+    """A target cache cropped one token short of the rejected drafts (one rejected draft
+    stays in) changes the toy's history, so I1-text fails with a garbage assistant; unplanted,
+    the same run passes."""
+    from transformers.generation import utils
+
+    arm = ToyArm("garbage")
+    assert outcome(lambda: arm.text(PROMPTS[0], 3)) == "passed"
+    plant(monkeypatch, utils, "GenerationMixin._assisted_decoding",
+          "number_of_tokens_to_crop = candidate_length - n_matches",
+          "number_of_tokens_to_crop = candidate_length - n_matches - 1")
+    assert outcome(lambda: arm.text(PROMPTS[0], 3)) == "failed"
+
+
+def test_budget_not_enforced_fails_I9(monkeypatch):
+    """Assisted decoding that keeps a round's whole accepted block past max_new_tokens (the
+    cut to the budget dropped) returns too many tokens with prompt lookup, whose drafts run
+    to the end of the budget: I9-budget fails (transformers #46993, planted back)."""
+    from transformers.generation import utils
+
+    arm = ToyArm("lookup")
+    assert outcome(lambda: arm.budget(2)) == "passed"
+    plant(monkeypatch, utils, "GenerationMixin._assisted_decoding",
+          "valid_tokens = valid_tokens[:, :tokens_budget]", "valid_tokens = valid_tokens")
+    assert outcome(lambda: arm.budget(2)) == "failed"
+
+
+def test_short_drafts_fail_I7(monkeypatch):
+    """An assistant that drafts one token fewer than asked keeps the text right but costs
+    more target passes: I7-pass-law fails while I1-text passes."""
+    from transformers.generation import candidate_generator as cg
+
+    arm = ToyArm("perfect")
+    plant(monkeypatch, cg, "AssistedCandidateGenerator._calculate_new_tokens",
+          "min(int(self.num_assistant_tokens),", "min(int(self.num_assistant_tokens) - 1,")
+    assert outcome(lambda: arm.text(PROMPTS[0], 4)) == "passed"
+    assert outcome(lambda: arm.law(PROMPTS[0], 4)) == "failed"
+
+
+def test_wrong_residual_fails_S1(monkeypatch):
+    """Speculative sampling that draws a rejected draft's replacement from norm(max(0, q - p))
+    instead of norm(max(0, p - q)) samples outputs plain sampling never gives: S1 fails."""
+    from transformers.generation import utils
+
+    plant(monkeypatch, utils, "_speculative_sampling",
+          "torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)",
+          "torch.clamp((q_n_plus_1 - p_n_plus_1), min=0)")
+    assert SampledArm(plain=False, delta=0.5).judge()["S1-distribution"].status == "failed"
+
+
+def test_stop_ignored_fails_I10(monkeypatch):
+    """A generate that drops the consumer's stopping criteria altogether runs to the budget:
+    I10-stopping-criteria fails with the garbage assistant, which passes it unplanted (its
+    blocks are one token, so #48039's overshoot cannot happen there)."""
+    from transformers.generation import utils
+
+    arm = ToyArm("garbage")
+    assert outcome(arm.stopping_criteria) == "passed"
+    plant(monkeypatch, utils, "GenerationMixin._get_stopping_criteria",
+          "criteria = self._merge_criteria_processor_list(criteria, stopping_criteria)",
+          "criteria = criteria")
+    assert outcome(arm.stopping_criteria) == "failed"

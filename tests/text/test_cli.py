@@ -1,0 +1,56 @@
+"""`onebit generate` and `onebit chat` as a user runs them, on a fabricated model."""
+
+import onebit
+from onebit.text.load import attach_tokenizer
+
+
+def _model(tiny_dir):
+    return attach_tokenizer(onebit.load_model(tiny_dir), tiny_dir)
+
+
+def test_generate_streams_the_text(tiny_dir, onebit_cli):
+    """stdout is exactly the text `onebit.generate` gives (plus a newline), and stderr carries
+    the speed, passes per token and, with a head, the acceptance."""
+    expected = onebit.generate(_model(tiny_dir), "Once upon", max_tokens=12).text
+    done = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected + "\n"
+    assert "tokens/s" in done.stderr and "passes/token" in done.stderr
+    spec = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12,
+                      "--head", "ngram", "--k", 3)
+    assert spec.stdout == done.stdout and "acceptance" in spec.stderr
+
+
+def test_prompt_file_and_bad_input(tiny_dir, tmp_path, onebit_cli):
+    """A UTF-8 prompt file gives the same text as the prompt on the command line; invalid
+    UTF-8, a missing model or no prompt is one line on stderr and exit 2."""
+    good = tmp_path / "p.txt"
+    good.write_text("Once upon", encoding="utf-8")
+    a = onebit_cli("generate", "--model", tiny_dir, "--prompt-file", good, "--max-tokens", 6)
+    b = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 6)
+    assert a.returncode == 0 and a.stdout == b.stdout
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"caf\xc3(")
+    for argv, says in [
+        (("--prompt-file", bad), "not valid UTF-8 (byte 3"),
+        (("--model", tmp_path / "nowhere", "hi"), "nowhere"),
+        ((), "give a prompt or --prompt-file"),
+    ]:
+        done = onebit_cli("generate", *(("--model", tiny_dir) if "--model" not in argv else ()),
+                          *argv)
+        assert done.returncode == 2, done.stderr
+        assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_chat_through_a_pipe_keeps_history(tiny_dir, onebit_cli):
+    """Two user lines on a pipe give two answers, and the second is the one generate gives
+    with the first exchange in the history (the loop keeps the conversation)."""
+    model = _model(tiny_dir)
+    first = onebit.generate(model, [{"role": "user", "content": "Hi"}], max_tokens=6).text
+    history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": first},
+               {"role": "user", "content": "More"}]
+    second = onebit.generate(model, history, max_tokens=6).text
+    done = onebit_cli("chat", "--model", tiny_dir, "--max-tokens", 6, stdin="Hi\n\nMore\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{first}\n{second}\n"
+    assert done.stderr.count("tokens/s") == 2

@@ -1,0 +1,45 @@
+"""Text in, text out on the real default model, SmolLM2-135M-Instruct (skipped when it is not
+in the cache and cannot be pulled)."""
+
+import pytest
+
+import onebit
+
+
+@pytest.fixture(scope="module")
+def smollm2(smollm2_path):
+    return onebit.load_model(smollm2_path)
+
+
+def test_haiku_and_prompt_lookup(smollm2):
+    """The issue's example: SmolLM2 answers in words through its chat template (no special
+    token text in the answer), and prompt lookup prints the same text in fewer base passes."""
+    plain = onebit.generate(smollm2, "Write a haiku about the sea", max_tokens=40)
+    spec = onebit.generate(smollm2, "Write a haiku about the sea", max_tokens=40,
+                           head="ngram", k=7)
+    assert spec.text == plain.text and spec.result.tokens == plain.result.tokens
+    assert "sea" in plain.text.lower() or "ocean" in plain.text.lower(), plain.text
+    assert "<|im" not in plain.text
+    assert spec.result.stats.passes < plain.result.stats.passes
+
+
+def test_stops_at_im_end(smollm2):
+    """A short factual question ends with `<|im_end|>` (EOS, id 2) before the budget: the run
+    stops there through the consumer stop, and the text leaves it out."""
+    gen = onebit.generate(smollm2, "What is the capital of France? Answer in one word.",
+                          max_tokens=48)
+    assert gen.stopped_on == 2 and gen.result.stopped
+    assert gen.result.tokens[-1] == 2 and len(gen.result.tokens) < 48
+    assert "Paris" in gen.text
+
+
+def test_generate_without_model_uses_the_cache(smollm2_path, tmp_path, onebit_cli):
+    """`onebit generate` with no --model takes SmolLM2 from $ONEBIT_HOME (here a fresh home
+    whose cache links to the verified file, so nothing is downloaded) and prints its answer as
+    text, the report on stderr."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / smollm2_path.name).symlink_to(smollm2_path)
+    done = onebit_cli("generate", "What is the capital of France? Answer in one word.",
+                      "--max-tokens", 8, env={"ONEBIT_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "Paris" in done.stdout and "tokens/s" in done.stderr
