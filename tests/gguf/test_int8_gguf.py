@@ -1,6 +1,6 @@
 """GGUF Q8_0 / Q4_0 / Q4_1 weights kept in their blocks and multiplied by the integer kernel
 (`kernel="int8"`): what is stored, that the float form of a kept block equals the
-dequantise-at-load path's weight, and that the base contract B1..B7 holds bit for bit on the
+dequantise-at-load path's weight, and that the base contract B1..B8 holds bit for bit on the
 integer path, on fabricated files and on SmolLM2 (skipped when absent)."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_int8_kernel_runs_the_blocks(made, matrix_type):
 
 @pytest.mark.parametrize("matrix_type", TYPES)
 def test_base_contract_on_int8_path(made, matrix_type):
-    """The base contract (B1..B7) holds on a fabricated llama GGUF on the integer path."""
+    """The base contract (B1..B8) holds on a fabricated llama GGUF on the integer path."""
     from pytest_onebit import check_base
     from pytest_onebit.base.checks import BaseSettings
 
@@ -85,7 +85,7 @@ def test_base_contract_on_int8_path(made, matrix_type):
 
 @pytest.mark.slow
 def test_base_contract_on_smollm2_int8(smollm2):
-    """The base contract (B1..B7) holds bit for bit on SmolLM2 Q4_1 on the integer path."""
+    """The base contract (B1..B8) holds bit for bit on SmolLM2 Q4_1 on the integer path."""
     from pytest_onebit import check_base
     from pytest_onebit.base.checks import BaseSettings
 
