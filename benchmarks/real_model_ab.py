@@ -6,6 +6,8 @@ same file.
 
 Arms, each pinned to --threads threads, all reading the same file:
 - onebit (`load_model(file)`, float32; weights dequantised once at load);
+- onebit int8 (`load_model(file, kernel="int8")`: Q8_0 / Q4_0 / Q4_1 kept in their blocks,
+  integer dot products on int8-quantised activations);
 - transformers (`from_pretrained(dir, gguf_file=...)`, float32, dequantised at load), decoded
   step by step with its KV cache;
 - llama.cpp through llama-cpp-python when it is importable (the `bench` extra), otherwise the
@@ -14,6 +16,10 @@ Measured per arm: the prefill of a 128-token prompt (prompt in, first token's lo
 and plain greedy decode tokens/s after it (tokens after the first). Then onebit's prompt lookup
 (the n-gram head, k = 7) against onebit's plain decode on a chat prompt that asks the model to
 repeat a paragraph, decode time only; its tokens must equal plain decode's.
+For each onebit arm also: verify(8) / step (the time of an 8-row verify over a 1-row step at
+the same position, alternated), and the fraction of the read-bandwidth bound in decode: the
+bytes of the weights one step reads (the backend's prepared weights) per step time, over the
+read bandwidth of this machine measured in-process (a numpy sum over 512 MiB).
 Rounds alternate the arms (A B C A B C ...); the table gives median [min .. max] over rounds.
 Timings on a shared machine are noisy: read the ratios within a round, and the spread.
 """
@@ -44,6 +50,7 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-transformers", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -55,10 +62,40 @@ def spread(values: list[float], fmt: str) -> str:
 class OnebitArm:
     name = "onebit (float32)"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, kernel: str = "auto") -> None:
         from onebit.models import load_model
 
-        self.model = load_model(path)
+        self.model = load_model(path, kernel=kernel)
+        if kernel == "int8":
+            self.name = "onebit int8"
+
+    def weight_bytes(self) -> int:
+        """Bytes of the weights a step reads: every prepared product weight (after a pass)."""
+        total = 0
+        for handle in self.model.backend._prepared.values():
+            total += handle.nbytes if hasattr(handle, "nbytes") else 0
+        return total
+
+    def verify_over_step(self, prompt: list[int], repeats: int = 5) -> float:
+        """Median over alternated repeats of time(verify of 8 rows) / time(step), both at the
+        position after the prompt, nothing committed."""
+        m = self.model
+        m.reset()
+        width = m.max_prefill_rows()
+        for at in range(0, len(prompt), width):
+            m.verify(prompt[at:at + width], at)
+            m.commit_verify(len(prompt[at:at + width]))
+        pos, eight = len(prompt), prompt[:8]
+        ratios = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            m.verify(eight[:1], pos)
+            t1 = time.perf_counter()
+            m.verify(eight, pos)
+            t2 = time.perf_counter()
+            ratios.append((t2 - t1) / (t1 - t0))
+        m.commit_verify(0)
+        return statistics.median(ratios)
 
     def prefill_and_decode(self, prompt: list[int], tokens: int) -> tuple[float, float, list]:
         import onebit
@@ -152,6 +189,19 @@ def lookup_round(model, chat: list[int], tokens: int) -> tuple[float, float, boo
     return rates[0], rates[1], outs[0].tokens == outs[1].tokens, accepted
 
 
+def read_bandwidth() -> float:
+    """Bytes/s of a numpy sum over 512 MiB (best of 3): the machine's read bound, roughly."""
+    import numpy as np
+
+    data = np.ones(1 << 27, np.float32)
+    best = 0.0
+    for _ in range(3):
+        start = time.perf_counter()
+        data.sum()
+        best = max(best, data.nbytes / (time.perf_counter() - start))
+    return best
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     for name in THREAD_ENV:
@@ -159,7 +209,10 @@ def main(argv=None) -> None:
     if not args.model.is_file():
         sys.exit(f"{args.model}: absent (onebit pull smollm2)")
     onebit_arm = OnebitArm(args.model)
-    arms = [onebit_arm, TransformersArm(args.model, args.threads)]
+    int8_arm = OnebitArm(args.model, kernel="int8")
+    arms = [onebit_arm, int8_arm]
+    if not args.skip_transformers:
+        arms.append(TransformersArm(args.model, args.threads))
     try:
         arms.append(LlamaCppArm(args.model, args.threads))
     except Exception as error:  # ImportError, or a build that cannot load the file
@@ -167,6 +220,8 @@ def main(argv=None) -> None:
     long, chat = prompts(onebit_arm.model)
     results = {arm.name: ([], []) for arm in arms}
     lookup: list[tuple[float, float, bool, float]] = []
+    lookup8: list[tuple[float, float, bool, float]] = []
+    verify8: dict[str, list[float]] = {a.name: [] for a in (onebit_arm, int8_arm)}
     reference = None
     for r in range(args.rounds):
         for arm in arms:
@@ -181,17 +236,35 @@ def main(argv=None) -> None:
                 print(f"{arm.name}: greedy agrees with onebit for {same} of "
                       f"{len(reference)} tokens")
         lookup.append(lookup_round(onebit_arm.model, chat, args.tokens))
+        lookup8.append(lookup_round(int8_arm.model, chat, args.tokens))
+        for arm in (onebit_arm, int8_arm):
+            verify8[arm.name].append(arm.verify_over_step(long))
     print(f"\nSmolLM2 {args.model.name}, {args.threads} threads, {args.rounds} rounds, "
           f"{PROMPT_LEN}-token prefill, {args.tokens} decoded tokens")
     print(f"| engine | decode tokens/s | {PROMPT_LEN}-token prefill ms |\n|---|---:|---:|")
     for name, (prefills, rates) in results.items():
         print(f"| {name} | {spread(rates, '.1f')} | {spread(prefills, '.0f')} |")
-    plain, fast, same, acc = zip(*lookup, strict=True)
-    ups = [f / p for p, f in zip(plain, fast, strict=True)]
-    print(f"\nprompt lookup (k = {LOOKUP_K}) on a repeating prompt: plain "
-          f"{spread(list(plain), '.1f')} tokens/s, lookup {spread(list(fast), '.1f')} "
-          f"tokens/s, speed-up {spread(ups, '.2f')}x, "
-          f"acceptance {spread(list(acc), '.2f')}, tokens equal to plain: {all(same)}")
+    names = list(results)
+    for other in names[1:]:
+        ratio = [a / b for a, b in zip(results[other][1], results[names[0]][1], strict=True)]
+        pre = [a / b for a, b in zip(results[other][0], results[names[0]][0], strict=True)]
+        print(f"{other} / {names[0]} per round: decode {spread(ratio, '.2f')}x, "
+              f"prefill time {spread(pre, '.2f')}x")
+    bandwidth = read_bandwidth()
+    print(f"\nread bandwidth (numpy sum over 512 MiB, in-process): {bandwidth / 1e9:.1f} GB/s")
+    for arm in (onebit_arm, int8_arm):
+        wbytes = arm.weight_bytes()
+        rate = statistics.median(results[arm.name][1])
+        print(f"{arm.name}: verify(8)/step {spread(verify8[arm.name], '.2f')}; weights read "
+              f"per step {wbytes / 1e6:.0f} MB; decode at {wbytes * rate / bandwidth:.2f} of "
+              f"the read-bandwidth bound")
+    for name, rows in ((onebit_arm.name, lookup), (int8_arm.name, lookup8)):
+        plain, fast, same, acc = zip(*rows, strict=True)
+        ups = [f / p for p, f in zip(plain, fast, strict=True)]
+        print(f"{name}: prompt lookup (k = {LOOKUP_K}) on a repeating prompt: plain "
+              f"{spread(list(plain), '.1f')} tokens/s, lookup {spread(list(fast), '.1f')} "
+              f"tokens/s, speed-up {spread(ups, '.2f')}x, "
+              f"acceptance {spread(list(acc), '.2f')}, tokens equal to plain: {all(same)}")
 
 
 if __name__ == "__main__":

@@ -370,11 +370,22 @@ class _Decode:
         """One prefill batch at `pos`, committed whole; its hidden rows go to `chunks` when
         there is a head. Returns the scores of its last row. Bad logits: the batch is dropped
         (what earlier batches committed stays) and the error names the position."""
-        logits = self.base.verify(tokens, pos)
+        # a base with `verify_last` (optional, docs/contract.md) scores the last row only; a
+        # wrapper that merely forwards it (__getattr__) to an inner base is not trusted with it,
+        # since it would bypass the wrapper's own `verify`
+        inner = self.base._part  # type: ignore[union-attr]
+        last_only = getattr(getattr(inner, "verify_last", None), "__self__", None) is inner
+        if last_only:
+            logits = np.asarray(self.base.verify_last(tokens, pos))[None, :]
+        else:
+            logits = self.base.verify(tokens, pos)
         self.stats.prefill_batches += 1
         self.stats.prefill_rows += len(tokens)
         try:
-            rows = _check_rows(logits, len(tokens), self.vocab, pos)
+            if last_only:
+                rows = _check_rows(logits, 1, self.vocab, pos + len(tokens) - 1)
+            else:
+                rows = _check_rows(logits, len(tokens), self.vocab, pos)
         except BaseContractError:
             self.base.commit_verify(0)
             raise

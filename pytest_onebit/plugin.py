@@ -57,7 +57,7 @@ def _loop_option(config: pytest.Config):
 @pytest.hookimpl(tryfirst=True)  # before Hypothesis's own plugin loads --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "onebit_check(name): a contract check (I1..I13, B1..B7, S1..S4)"
+        "markers", "onebit_check(name): a contract check (I1..I13, B1..B8, S1..S4)"
     )
     wanted = str(config.getoption("hypothesis_profile", None) or "")
     if "hypothesis" in sys.modules or wanted.startswith("onebit"):

@@ -7,6 +7,7 @@ import numpy as np
 from onebit.backends.base import Backend
 from onebit.backends.errors import BackendError
 from onebit.models import kernels
+from onebit.models.blocks import BlockWeight
 
 
 class HostBackend(Backend):
@@ -24,11 +25,16 @@ class HostBackend(Backend):
             raise BackendError(f"host backend: {error}") from None
         # the model hands this backend Q4NX weights packed when it can read them so
         self.reads_q4nx = kernels.reads_q4nx(self.kernel)
+        self.reads_blocks = kernels.reads_blocks(self.kernel)
 
     def prepare(self, key: str, weight):
         return weight
 
     def product(self, handle, rows: np.ndarray) -> np.ndarray:
+        if isinstance(handle, BlockWeight):  # a ggml block weight: the integer kernel
+            from onebit.models.int8_kernel import block_rows
+
+            return block_rows(handle, rows)
         if getattr(handle, "packed", False):
             from onebit.models.q4nx_kernel import packed_rows
 

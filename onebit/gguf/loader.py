@@ -12,6 +12,7 @@ from typing import Any
 
 from onebit.gguf.errors import GGUFTokenizerError
 from onebit.gguf.reader import GGUFContents, read_gguf
+from onebit.models.kernels import BLOCK_KERNELS
 
 TOKENIZER_KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.tokens")
 
@@ -26,7 +27,8 @@ def load_gguf(path: str | Path, *, tokenizer: bool | None = None, **options: Any
     from onebit.models.registry import compute_dtype
 
     compute_dtype(options.get("dtype", "float32"))  # a bad option before the file is read
-    contents = read_gguf(path)
+    # the integer kernel multiplies Q8_0 / Q4_0 / Q4_1 weights in their blocks (docs/gguf.md)
+    contents = read_gguf(path, keep_blocks=options.get("kernel") in BLOCK_KERNELS)
     model = build(contents, source=str(path), **options)
     if tokenizer or (tokenizer is None and has_tokenizer(contents.metadata)):
         model.tokenizer = gguf_tokenizer(contents.metadata, str(path))

@@ -18,6 +18,7 @@ from onebit.gguf import mapping
 from onebit.gguf.errors import GGUFConfigError, GGUFError
 from onebit.gguf.header import Header, read_header
 from onebit.gguf.types import TYPE_NAMES, dequantize
+from onebit.models import blocks
 from onebit.models.files import check_regular
 from onebit.models.weights import Stored
 
@@ -56,9 +57,14 @@ def read_metadata(path: str | Path) -> tuple[Header, Any, dict[str, Any]]:
     return header, reader, metadata
 
 
-def read_gguf(path: str | Path) -> GGUFContents:
+def read_gguf(path: str | Path, *, keep_blocks: bool = False) -> GGUFContents:
     """Read and check the GGUF file at `path` (see the module docstring). Raises `GGUFError`,
-    `GGUFConfigError` or `UnsupportedGGUFError` naming the file and the culprit."""
+    `GGUFConfigError` or `UnsupportedGGUFError` naming the file and the culprit.
+
+    `keep_blocks`: 2-D Q8_0 / Q4_0 / Q4_1 tensors stay in their blocks (a `Stored` of kind
+    "q8_0" / "q4_0" / "q4_1", uint8 rows of blocks; onebit/models/blocks.py) for the integer
+    kernel, instead of being dequantised here; their float form, when asked for, is the same
+    values bit for bit."""
     path = Path(path)
     source = str(path)
     header, reader, metadata = read_metadata(path)
@@ -89,12 +95,17 @@ def read_gguf(path: str | Path) -> GGUFContents:
     for name, info in infos.items():
         if name == mapping.ROPE_FREQS:
             continue
-        values = _values(views[name], info)
+        kind = blocks.FROM_GGML.get(TYPE_NAMES[info.type_id]) if keep_blocks else None
+        if kind is not None and len(info.shape) == 2:
+            values = np.asarray(views[name].data).reshape(-1).view(np.uint8)
+            values = values.reshape(info.shape[0], -1)
+        else:
+            kind, values = "float", _values(views[name], info)
         if arch == "llama" and name.endswith(("attn_q.weight", "attn_k.weight")):
             heads = config["num_attention_heads" if "attn_q" in name else "num_key_value_heads"]
             values = mapping.unpermute(values, heads)
         hf = mapping.hf_name(name, arch, config["num_hidden_layers"], source)
-        tensors[hf] = Stored(values, "float", source)
+        tensors[hf] = Stored(values, kind, source)
         types[hf] = TYPE_NAMES[info.type_id]
     return GGUFContents(config, tensors, metadata, types, header)
 

@@ -12,7 +12,9 @@ subclasses it and implements its named hooks, never its private plumbing:
   else as it was, so that `commit_verify(n)` can keep any prefix;
 - `position_limit()`: the first position it cannot compute exactly (default: none);
 - `finish_logits(logits)`: what the lm_head's output goes through (default: nothing; Gemma 4
-  soft-caps), applied by `lm_head_logits` as by the forward.
+  soft-caps), applied by `lm_head_logits` as by the forward;
+- the forward's lm_head multiplies `self.head_rows(hidden)`: every row, or the last alone when
+  the call is `verify_last` (the loop's prefill, which needs the last row's scores only).
 
 `_commit` keeps row n-1's recurrent state (`Pass.gdn`) in `self._gdn`: a family without
 recurrent layers leaves both empty.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onebit.backends import Backend, make_backend
+from onebit.models.blocks import is_block_kind
 from onebit.models.errors import ModelInputError
 from onebit.models.weights import WeightStore
 
@@ -127,6 +130,18 @@ class DecoderBase:
             )
         self._pending = self.forward(tokens, pos)
         return self._pending.logits.copy()
+
+    def verify_last(self, tokens: Sequence[int], pos: int) -> np.ndarray:
+        """`verify(tokens, pos)[-1]`, bit for bit, computing the lm_head for the last row only
+        (a prefill batch needs no other row's scores; the hidden rows are all kept for
+        `last_hidden_rows` and the head). Commit with `commit_verify` as after `verify`. Every
+        family's `forward` asks `head_rows` which rows its lm_head multiplies."""
+        self._last_only = True
+        try:
+            logits = self.verify(tokens, pos)
+        finally:
+            self._last_only = False
+        return logits[-1]
 
     def commit_verify(self, n: int) -> None:
         """Keep the first n rows of the last verify: KV length and GDN state as of row n-1."""
@@ -269,6 +284,13 @@ class DecoderBase:
         self._biases = {name[: -len("bias")] + "weight" for name in weights.names()
                         if name.endswith(".bias")}
         self._limit = self.position_limit()
+        self._last_only = False  # verify_last: the lm_head for the last row only
+
+    def head_rows(self, hidden: np.ndarray) -> np.ndarray:
+        """The final-normed rows the forward's lm_head multiplies: all of them, or the last
+        alone inside `verify_last` (each row's product is batch-invariant, so the last row
+        alone has the same bits)."""
+        return hidden[-1:] if self._last_only else hidden
 
     def _linear(self, name: str, rows: np.ndarray) -> np.ndarray:
         """`[R, out]`: rows times the weight `name` (LM_HEAD: the lm_head), on the backend."""
@@ -279,10 +301,14 @@ class DecoderBase:
 
     def _weight(self, name: str):
         """The weight `name` in the form the backend reads: a Q4NX weight packed when the
-        backend multiplies packed weights (the host's numba kernel), else the float array."""
+        backend multiplies packed weights (the host's numba kernel), a ggml block weight
+        (q8_0 / q4_0 / q4_1) as blocks when it multiplies blocks (the int8 kernel), else the
+        float array."""
         name = self.weights.lm_head_name() if name == LM_HEAD else name
         if getattr(self.backend, "reads_q4nx", False) and self.weights.kind(name) == "q4nx":
             return self.weights.packed(name)
+        if getattr(self.backend, "reads_blocks", False) and is_block_kind(self.weights.kind(name)):
+            return self.weights.block_weight(name)
         return self.weights.get(name)
 
     def _rmsnorm(self, x: np.ndarray, factor: np.ndarray) -> np.ndarray:

@@ -184,7 +184,7 @@ class Gemma4Model(DecoderBase):
             if layer in self._taps:
                 taps[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self.finish_logits(self._linear(LM_HEAD, hidden))
+        logits = self.finish_logits(self._linear(LM_HEAD, self.head_rows(hidden)))
         tapped = (np.stack([taps[layer] for layer in self._taps], axis=1) if self._taps
                   else np.zeros((R, 0, c.hidden_size), self.dtype))
         return Pass(list(tokens), pos, logits, hidden, tapped, [])

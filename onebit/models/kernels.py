@@ -46,9 +46,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-KERNELS = ("auto", "numba", "numba-float", "numpy")
+KERNELS = ("auto", "numba", "numba-float", "numpy", "int8")
 # kernels that read Q4NX weights packed (q4nx_kernel.py) instead of their float32 cache
-PACKED_KERNELS = ("numba",)
+PACKED_KERNELS = ("numba", "int8")
+# kernels that multiply ggml block weights (blocks.py) by integer dot products
+# (int8_kernel.py); every other weight goes to the tiled float kernel
+BLOCK_KERNELS = ("int8",)
 
 Linear = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -391,11 +394,16 @@ def choose(kind: str = "auto") -> tuple[str, Linear]:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kind!r}")
     if kind == "auto":
         kind = "numba" if numba_available() else "numpy"
-    if kind in ("numba", "numba-float"):
+    if kind in ("numba", "numba-float", "int8"):
         if not numba_available():
             raise ValueError(f"kernel={kind!r} needs the numba package (pip install numba)")
         return kind, numba_rows
     return "numpy", numpy_rows
+
+
+def reads_blocks(name: str) -> bool:
+    """True when the kernel `name` multiplies Q8_0 / Q4_0 / Q4_1 block weights natively."""
+    return name in BLOCK_KERNELS
 
 
 def reads_q4nx(name: str) -> bool:

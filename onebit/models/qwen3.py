@@ -131,7 +131,7 @@ class Qwen3Model(DecoderBase):
             if layer in self._taps:
                 taps[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self._linear(LM_HEAD, hidden)
+        logits = self._linear(LM_HEAD, self.head_rows(hidden))
         tapped = (
             np.stack([taps[layer] for layer in self._taps], axis=1)
             if self._taps

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from onebit.models import q4nx
+from onebit.models import blocks, q4nx
 from onebit.models.config import FULL, LINEAR, ModelConfig
 from onebit.models.errors import ModelFileError
 from onebit.models.files import check_regular, read_small
@@ -118,8 +118,9 @@ def canonical_name(name: str) -> str:
 
 @dataclass
 class Stored:
-    """One tensor as a file holds it. `kind`: "float", "bf16" (uint16 bit patterns) or "q4nx"
-    (uint8 blocks)."""
+    """One tensor as a file holds it. `kind`: "float", "bf16" (uint16 bit patterns), "q4nx"
+    (uint8 blocks) or a ggml block kind of blocks.py ("q8_0", "q4_0", "q4_1": uint8 rows of
+    blocks)."""
 
     data: np.ndarray
     kind: str
@@ -226,6 +227,9 @@ def check_finite(name: str, stored: Stored, dtype: np.dtype, convention: str) ->
     scales and mins are read (a 4-bit code is always finite), a fifth of the bytes.
     """
     limit = float(np.finfo(dtype).max)
+    if blocks.is_block_kind(stored.kind):
+        blocks.check_finite(name, stored.data, stored.kind, np.dtype(dtype), stored.file)
+        return
     if stored.kind == "q4nx":
         raw = np.ascontiguousarray(stored.data.reshape(-1, q4nx.BLOCK_BYTES)[:, : q4nx.CODES_AT])
         values = q4nx.bf16_bits_to_f32(raw.view("<u2"))  # [blocks, scales | mins]
@@ -313,7 +317,9 @@ class WeightStore:
         self.unpacks = 0  # how many Q4NX unpacks were done (for the A/B switch's tests)
 
     def _check_shape(self, name: str, stored: Stored, shape: tuple[int, ...]) -> None:
-        if stored.kind == "q4nx":
+        if blocks.is_block_kind(stored.kind):
+            blocks.check_shape(name, stored.data, stored.kind, shape, stored.file)
+        elif stored.kind == "q4nx":
             if len(shape) != 2 or not q4nx.can_quantize(shape):
                 raise ModelFileError(
                     f"{stored.file}: tensor '{name}' is stored as Q4NX blocks, "
@@ -361,6 +367,8 @@ class WeightStore:
             )
         if stored.kind == "bf16":
             return q4nx.bf16_bits_to_f32(stored.data).astype(self.dtype)
+        if blocks.is_block_kind(stored.kind):
+            return blocks.dequantize(stored.data, stored.kind, self.shapes[name]).astype(self.dtype)
         return np.asarray(stored.data).astype(self.dtype)
 
     def row_band(self, name: str, band: int) -> np.ndarray:
@@ -375,6 +383,9 @@ class WeightStore:
                 block, q4nx.BLOCK_ROWS, cols, convention=self.convention, dtype=self.dtype
             )
         part = stored.data[band * q4nx.BLOCK_ROWS : (band + 1) * q4nx.BLOCK_ROWS]
+        if blocks.is_block_kind(stored.kind):
+            shape = (part.shape[0], cols)
+            return blocks.dequantize(part, stored.kind, shape).astype(self.dtype)
         if stored.kind == "bf16":
             return q4nx.bf16_bits_to_f32(part).astype(self.dtype)
         return np.asarray(part).astype(self.dtype)
@@ -391,6 +402,14 @@ class WeightStore:
         self.unpacks += 1
         return PackedWeight.from_blocks(stored.data, self.shapes[name], self.convention)
 
+    def block_weight(self, name: str) -> blocks.BlockWeight:
+        """The block-kind weight `name` (q8_0 / q4_0 / q4_1) as the integer kernel reads it
+        (int8_kernel.py), prepared afresh; the caller (the backend) keeps it."""
+        stored = self._stored[name]
+        if not blocks.is_block_kind(stored.kind):
+            raise ModelFileError(f"{stored.file}: tensor '{name}' is not stored in ggml blocks")
+        return blocks.BlockWeight.from_stored(stored.data, stored.kind, self.shapes[name])
+
     def embedding_row(self, token: int) -> np.ndarray:
         """One row of the embedding. A Q4NX embedding is never unpacked whole for this: unless
         its float form is cached already (a float-kernel lm_head tied to it), only the token's
@@ -398,6 +417,10 @@ class WeightStore:
         name = "model.embed_tokens.weight"
         stored = self._stored[name]
         cached = self._cache.get(name)
+        if blocks.is_block_kind(stored.kind) and cached is None:  # only the token's row
+            hidden = self.shapes[name][1]
+            row = stored.data[token : token + 1]
+            return blocks.dequantize(row, stored.kind, (1, hidden))[0].astype(self.dtype)
         if stored.kind == "q4nx" and cached is None:
             vocab, hidden = self.shapes[name]
             if self.unpack_per_token:

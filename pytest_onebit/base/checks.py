@@ -1,4 +1,4 @@
-"""The base-model contract: what `onebit.BaseModel` promises, as named checks B1..B7.
+"""The base-model contract: what `onebit.BaseModel` promises, as named checks B1..B8.
 
 The loop's checks (I1..I13) hold a loop to the protocol on a toy base. These hold the other
 side, a base model (the toy, the NumPy forward, a user's NPU or GPU forward), to what a loop
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_onebit.contract.core import Contract
+from pytest_onebit.contract.core import Contract, NotApplicable
 
 BaseFactory = Callable[[], object]
 
@@ -499,3 +499,44 @@ def check_prefill_rows(s: Subject) -> None:
             where = f"a prefill batch of {rows} rows at {pos}, all committed"
             s.observe(base, pos + rows, where, kept=rows)
             s.step(base, pos + rows, where=where)
+
+
+@base_check("B8-verify-last")
+def check_verify_last(s: Subject) -> None:
+    """B8: where a base defines the optional verify_last(tokens, pos) (the loop's prefill calls
+    it instead of verify), it returns verify(tokens, pos)'s last row bit for bit (shape
+    [vocab_size], dtype, every value) for every width 1..the widest batch at every position of
+    the settings, and a commit_verify after it leaves the base as stepping leaves it
+    (committed whole, as the prefill does, and, up to max_batch_rows(), a prefix ending in
+    rejected rows): last_hidden(), last_hidden_rows(), the taps, committed_length and the next
+    step. Not applicable, with the reason, to a base without verify_last."""
+    __tracebackhide__ = True
+    base = s.fresh()
+    if not callable(getattr(base, "verify_last", None)):
+        raise NotApplicable(f"{type(base).__name__} has no verify_last (optional; the loop's "
+                            "prefill then uses verify)")
+    twin = s.fresh()  # gives verify's rows for the same batch
+    t = s.truth
+    for pos in s.settings.positions:
+        for rows in range(1, s.widest + 1):
+            keeps = sorted({rows, rows // 2}) if rows <= s.max_rows else [rows]
+            for keep in keeps:
+                tokens = t.script[pos : pos + keep]
+                tokens += [wrong_token(t.script[pos + i], i, s.vocab) for i in range(keep, rows)]
+                for b in (base, twin):
+                    b.reset()
+                    s.step_to(b, pos)
+                want = np.asarray(twin.verify(tokens, pos))
+                twin.commit_verify(0)
+                where = f"verify_last of {rows} rows at {pos}"
+                got = base.verify_last(tokens, pos)
+                if want.ndim != 2 or want.shape[0] != rows:
+                    raise AssertionError(f"verify of {rows} rows at {pos} gave logits of shape "
+                                         f"{want.shape}")
+                same(got, want[-1], where, against=f"verify's row {rows - 1}")
+                if keep == rows:
+                    same(got, t.logits[pos + rows - 1], where)
+                base.commit_verify(keep)
+                where += f", then commit_verify({keep})"
+                s.observe(base, pos + keep, where, kept=keep)
+                s.step(base, pos + keep, where=where)

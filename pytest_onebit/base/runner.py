@@ -1,4 +1,4 @@
-"""`check_base(factory)`: hold a base model to checks B1..B7 in one call.
+"""`check_base(factory)`: hold a base model to checks B1..B8 in one call.
 
     from pytest_onebit import check_base
 

@@ -29,7 +29,7 @@ __all__ = ["BaseContract"]
 
 BaseContract = contract_suite(
     BASE, name="BaseContract",
-    doc="Checks B1..B7 of docs/base-contract.md, one test method per named check.",
+    doc="Checks B1..B8 of docs/base-contract.md, one test method per named check.",
     target="base_factory", default="onebit_base", grid_attr="base_settings",
     grid=BaseSettings(), parametrised=False)
 BaseContract.__module__ = __name__

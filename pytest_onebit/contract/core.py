@@ -2,7 +2,7 @@
 the one `Report`, raising the one `ContractFailure`: `contract.report`), one way to declare
 expected failures, and the case cache.
 
-The loop (I1..I13), base (B1..B7) and sampling (S1..S4) contracts are three `Contract`s. A
+The loop (I1..I13), base (B1..B8) and sampling (S1..S4) contracts are three `Contract`s. A
 contract says how to turn the thing it judges (the *target*: a run() function, a base factory)
 and one scenario into a *case*, what its checks read (a trace, a stepped subject). Each case is
 made once and read by every check that applies to its scenario.
@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_onebit.contract.report import ContractFailure, Finding, Report
+
+
+class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+    """Raised by a check when the target lacks what the check judges (an optional method):
+    the check is reported not applicable with this reason, neither passed nor failed."""
 
 
 def always(scenario: object) -> bool:
@@ -191,7 +196,7 @@ class Contract:
                                  f"{error}") from error
         try:
             check.verify(case)
-        except AssertionError:
+        except (AssertionError, NotApplicable):
             raise
         except (Exception, SystemExit) as error:  # the target may raise anything, when called
             # or when its result is read
@@ -227,6 +232,10 @@ class Contract:
                 report.ran_by_check[name] += 1
                 try:
                     self.verify(name, case)
+                except NotApplicable as why:  # not judged: not counted as run
+                    report.not_applicable[name] = str(why)
+                    report.ran -= 1
+                    report.ran_by_check[name] -= 1
                 except AssertionError as error:
                     sid = self.scenario_id(scenario) if scenario is not None else ""
                     report.failures.append(Finding(name, sid, str(error)))

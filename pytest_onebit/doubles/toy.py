@@ -29,6 +29,8 @@ _C2 = 0x94D049BB133111EB
 _POS = 0xC2B2AE3D27D4EB4F
 
 ROWS_SHAPES = ("prefix", "batch")
+#: the kinds of call in `ToyBase.calls` that are verify batches (`verify_last` is one)
+VERIFY_KINDS = ("verify", "verify_last")
 
 
 def mix(state: int, token: int, pos: int) -> int:
@@ -51,6 +53,9 @@ class ToyConfig:
     # Every hidden value and logit a float32 holds exactly, so that what crosses the C ABI
     # (float32) is bit for bit what the checks compare (pytest_onebit/native).
     float32: bool = False
+    # Opt-in `verify_last` (docs/contract.md): a loop's prefill then goes through it, so the
+    # loop checks hold that path too. Off, the toy has no such attribute.
+    verify_last: bool = False
 
     def __post_init__(self) -> None:
         if self.vocab_size < 2:
@@ -81,9 +86,12 @@ class ToyBase:
         strict: bool = False,
         max_prefill_rows: int | None = None,
         float32: bool = False,
+        verify_last: bool = False,
     ) -> None:
         self.config = ToyConfig(vocab_size, hidden, max_batch_rows, rows_shape, seed, strict,
-                                max_prefill_rows, float32)
+                                max_prefill_rows, float32, verify_last)
+        if verify_last:  # an instance attribute, so `getattr(base, "verify_last")` finds it
+            self.verify_last = self._verify_last
         rng = np.random.default_rng(seed)
         self._unembed = rng.standard_normal((vocab_size, hidden))
         self._lanes = (np.arange(1, hidden + 1, dtype=np.uint64) * np.uint64(_GOLDEN)).astype(
@@ -205,6 +213,14 @@ class ToyBase:
         self._pending = (tokens, states, hidden)
         return np.stack([self.logits_of(row) for row in rows])
 
+    def _verify_last(self, tokens: Sequence[int], pos: int) -> np.ndarray:
+        """`verify(tokens, pos)[-1]` (commit with `commit_verify`, as after `verify`); the call
+        is recorded as ("verify_last", pos, rows), a verify for every count."""
+        logits = self.verify(tokens, pos)
+        kind, at, rows = self.calls[-1]
+        self.calls[-1] = ("verify_last", at, rows)
+        return logits[-1].copy()
+
     def commit_verify(self, n: int) -> None:
         if self._pending is None:
             if self.config.strict:
@@ -237,7 +253,7 @@ class ToyBase:
         """(steps, batches, batch rows) of the passes that started at `pos` or later: with
         the prompt's length, the decode's passes, the prefill left out."""
         calls = [(kind, rows) for kind, at, rows in self.calls if at >= pos]
-        batches = [rows for kind, rows in calls if kind == "verify"]
+        batches = [rows for kind, rows in calls if kind in VERIFY_KINDS]
         return len(calls) - len(batches), len(batches), sum(batches)
 
     def too_wide(self, prompt_len: int) -> list[str]:
@@ -247,7 +263,7 @@ class ToyBase:
         for kind, pos, rows in self.calls:
             prefill = pos < prompt_len
             limit = self.max_prefill_rows() if prefill else self.max_batch_rows()
-            if kind == "verify" and rows > limit:
+            if kind in VERIFY_KINDS and rows > limit:
                 what = "max_prefill_rows()" if prefill else "max_batch_rows()"
                 out.append(f"a verify of {rows} rows at position {pos} ({what} = {limit})")
         return out

@@ -15,6 +15,7 @@ from pytest_onebit.contract.assertions import (
     assert_tokens_equal,
 )
 from pytest_onebit.contract.core import Contract
+from pytest_onebit.doubles.toy import VERIFY_KINDS
 from pytest_onebit.loop.scenarios import Scenario, standard_scenarios
 from pytest_onebit.loop.trace import Trace, execute
 
@@ -255,8 +256,8 @@ def _check_optional_counts(t: Trace) -> None:
     counted = {
         "batch_rows": t.decode_batch_rows,
         "prefill_steps": sum(kind == "step" for kind, _, _ in prefill),
-        "prefill_batches": sum(kind == "verify" for kind, _, _ in prefill),
-        "prefill_rows": sum(rows for kind, _, rows in prefill if kind == "verify"),
+        "prefill_batches": sum(kind in VERIFY_KINDS for kind, _, _ in prefill),
+        "prefill_rows": sum(rows for kind, _, rows in prefill if kind in VERIFY_KINDS),
     }
     for name, want in counted.items():
         got = t.optional_stat(name)
@@ -268,14 +269,23 @@ def _check_optional_counts(t: Trace) -> None:
 def check_prefill(t: Trace) -> None:
     """I13: the prompt goes through the base first, in batches: ceil(P / W) verifies of W
     rows at positions 0, W, 2W, ... (the last one the rest), W the base's prefill width
-    (max_prefill_rows(), else max_batch_rows()), before any pass after the prompt."""
+    (max_prefill_rows(), else max_batch_rows()), before any pass after the prompt. On a base
+    with `verify_last` each prefill batch may be a `verify_last` (it counts as a verify);
+    after the prompt no pass is (a decode round needs every row's scores)."""
     __tracebackhide__ = True
     t.tokens  # noqa: B018 - a loop that raised fails here first
     p, w = len(t.prompt), t.scenario.prefill_width
     expected = [("verify", pos, min(w, p - pos)) for pos in range(0, p, w)]
-    first = t.base.calls[: len(expected)]
+    # a prefill verify_last is a prefill verify; compare its position and rows
+    first = [("verify" if kind == "verify_last" else kind, pos, rows)
+             for kind, pos, rows in t.base.calls[: len(expected)]]
     if first != expected:
         got = ", ".join(f"{kind}({rows}) at {pos}" for kind, pos, rows in first) or "nothing"
         want = ", ".join(f"verify({rows}) at {pos}" for _, pos, rows in expected)
         raise AssertionError(f"the prefill of {p} prompt tokens (prefill width {w}) should be "
                              f"{want}; the base saw {got}")
+    late = [(pos, rows) for kind, pos, rows in t.base.calls if kind == "verify_last" and pos >= p]
+    if late:
+        pos, rows = late[0]
+        raise AssertionError(f"{len(late)} verify_last call(s) after the prompt; first: "
+                             f"{rows} rows at {pos} (a decode round needs every row)")

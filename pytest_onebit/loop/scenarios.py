@@ -33,6 +33,7 @@ class Scenario:
     seed: int = 0
     prefill_rows: int | None = None  # the base's max_prefill_rows(); None: max_batch_rows
     float32: bool = False  # a float32-exact toy, for a loop behind the C ABI (not in the id)
+    verify_last: bool = False  # the toy has verify_last, so the prefill goes through it
 
     @property
     def two_pass(self) -> bool:
@@ -58,6 +59,8 @@ class Scenario:
             parts.append("".join("1" if b else "0" for b in self.pattern))
         if self.seed:
             parts.append(f"s{self.seed}")
+        if self.verify_last:
+            parts.append("last")
         return "-".join(parts)
 
     def make_base(self):
@@ -65,7 +68,8 @@ class Scenario:
 
         return ToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
                        rows_shape=self.rows_shape, seed=self.seed,
-                       max_prefill_rows=self.prefill_rows, float32=self.float32)
+                       max_prefill_rows=self.prefill_rows, float32=self.float32,
+                       verify_last=self.verify_last)
 
     def make_head(self, oracle):
         from pytest_onebit.doubles.heads import HEADS, pattern_head
@@ -117,6 +121,21 @@ def _edge_scenarios(flavour: str) -> list[Scenario]:
     return out
 
 
+def verify_last_scenarios() -> list[Scenario]:
+    """A base with `verify_last`, which the prefill calls instead of verify: one and several
+    prefill batches (the last one short), a prefill wider than the verify, both round kinds,
+    plain decode, batch-shaped hidden rows, and a stop inside the prompt's first round."""
+    base = Scenario(verify_last=True, prompt=LONG_PROMPT[:19], max_tokens=21)
+    return [
+        replace(base, prompt=DEFAULT_PROMPT),
+        base,
+        replace(base, flavour="two-pass", head="half", k=4),
+        replace(base, head="half", max_batch_rows=4, prefill_rows=16, prompt=LONG_PROMPT),
+        replace(base, head=None, k=0, rows_shape="batch"),
+        replace(base, flavour="two-pass", rows_shape="batch", stop_at=2),
+    ]
+
+
 def standard_scenarios() -> list[Scenario]:
     """The grid every loop is held to (ids are unique and stable)."""
     out = [replace(s, rows_shape=shape) for s in arm_scenarios() for shape in ("prefix", "batch")]
@@ -126,6 +145,7 @@ def standard_scenarios() -> list[Scenario]:
     out.append(Scenario(head=None, k=7, max_tokens=9))
     out.append(Scenario(head=None, k=0, prompt=LONG_PROMPT, max_batch_rows=4, prefill_rows=16,
                         max_tokens=9))
+    out += verify_last_scenarios()
     ids = [s.id for s in out]
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert not duplicates, f"scenario ids must be unique: {sorted(duplicates)}"

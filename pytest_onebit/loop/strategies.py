@@ -13,7 +13,8 @@ VOCAB = 64
 def scenarios(draw, *, max_tokens: int = 48, max_k: int = 12, max_rows: int = 10) -> Scenario:
     """Any scenario the contract covers: random prompt (up to 24 tokens, so prefills of
     several batches), k, budget, row limit and shape, prefill width, round kind, head
-    (including per-slot right / wrong patterns), consumer stop and toy seed."""
+    (including per-slot right / wrong patterns), consumer stop, toy seed and whether the
+    base has verify_last."""
     head = draw(st.sampled_from(["perfect", "garbage", "half", "short", "silent", "over",
                                  "pattern", "pattern", None]))
     budget = draw(st.integers(0, max_tokens))
@@ -31,4 +32,5 @@ def scenarios(draw, *, max_tokens: int = 48, max_k: int = 12, max_rows: int = 10
         vocab_size=VOCAB,
         seed=draw(st.integers(0, 3)),
         prefill_rows=draw(st.none() | st.integers(1, 2 * max_rows)),
+        verify_last=draw(st.booleans()),
     )

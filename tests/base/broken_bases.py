@@ -92,6 +92,32 @@ class VagueRefusals(ToyBase):
         super().commit_verify(n)
 
 
+class VerifyLastFirstRow(ToyBase):
+    """verify_last returns the batch's first row, the one scoring position pos + 1, instead
+    of its last (a row taken for the wrong position). Breaks B8."""
+
+    def __init__(self, **config) -> None:
+        super().__init__(verify_last=True, **config)
+
+    def _verify_last(self, tokens, pos) -> np.ndarray:
+        return self.verify(tokens, pos)[0].copy()
+
+
+class VerifyLastLastState(ToyBase):
+    """verify_last leaves every row of the batch pending with the last row's state (it only
+    computed the last row), so a commit of fewer rows keeps the wrong state; its scores are
+    right. Breaks B8."""
+
+    def __init__(self, **config) -> None:
+        super().__init__(verify_last=True, **config)
+
+    def _verify_last(self, tokens, pos) -> np.ndarray:
+        logits = self.verify(tokens, pos)
+        kept, states, hidden = self._pending
+        self._pending = (kept, [states[-1]] * len(states), hidden)
+        return logits[-1].copy()
+
+
 def _strict(cls, **config):
     def factory() -> ToyBase:
         return cls(strict=True, **config)
@@ -109,6 +135,8 @@ forgetful_reset = _strict(ForgetfulReset)
 shared_state = _strict(SharedState)
 silent_commit = _strict(SilentCommit)
 vague_refusals = _strict(VagueRefusals)
+verify_last_first_row = _strict(VerifyLastFirstRow)
+verify_last_last_state = _strict(VerifyLastLastState)
 
 # factory -> the check that must fail on it
 BROKEN = {
@@ -120,5 +148,7 @@ BROKEN = {
     "shared_state": "B6-determinism",
     "silent_commit": "B5-refusals",
     "vague_refusals": "B5-refusals",
+    "verify_last_first_row": "B8-verify-last",
+    "verify_last_last_state": "B8-verify-last",
 }
 

@@ -38,12 +38,12 @@ def _project(pytester) -> None:
 def test_onebit_base_option_fails_a_broken_base_with_the_check_named(pytester):
     """`pytest --onebit-base=broken_bases:last_row_hidden` against a one-line BaseContract
     subclass fails test_B2_commit_exact (the surviving forward mutant, on the toy), and B3 and
-    B6, which read last_hidden() after their batches too; it passes the other checks, and the
-    header names the base under test."""
+    B6, which read last_hidden() after their batches too; it passes the other checks but B8,
+    skipped as not applicable (no verify_last), and the header names the base under test."""
     _project(pytester)
     result = pytester.runpytest_subprocess("--onebit-base=broken_bases:last_row_hidden",
                                            "-p", "no:cacheprovider", "-rf")
-    result.assert_outcomes(failed=3, passed=4)
+    result.assert_outcomes(failed=3, passed=4, skipped=1)  # B8: the toy has no verify_last
     result.stdout.fnmatch_lines([
         "onebit: loop onebit.loop:run, base broken_bases:last_row_hidden",
         "E   AssertionError: commit_verify(1) of a 8-row verify at 0: last_hidden(): 16 of 16 "
@@ -56,20 +56,20 @@ def test_onebit_base_option_fails_a_broken_base_with_the_check_named(pytester):
 
 def test_pyargs_conformance_module_runs_the_contract_on_a_named_base(pytester):
     """With no test file of one's own, `pytest --pyargs pytest_onebit.base.conformance
-    --onebit-base=...` holds the named base to B1..B7: a base that runs a verify wider than
+    --onebit-base=...` holds the named base to B1..B8: a base that runs a verify wider than
     its bound fails B5 only; the default (no option) is the strict toy, which passes."""
     _project(pytester)
     (pytester.path / "test_mine.py").unlink()
     broken = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base.conformance",
                                            "--onebit-base=broken_bases:wide_verify",
                                            "-p", "no:cacheprovider", "-rf")
-    broken.assert_outcomes(failed=1, passed=6)
+    broken.assert_outcomes(failed=1, passed=6, skipped=1)  # B8: no verify_last
     broken.stdout.fnmatch_lines(["E   AssertionError: verify of 9 rows (max_batch_rows() = 8) "
                                  "was accepted; the base must refuse it",
                                  "FAILED *TestBase::test_B5_refusals - *"])
     default = pytester.runpytest_subprocess("--pyargs", "pytest_onebit.base.conformance",
                                             "-p", "no:cacheprovider")
-    default.assert_outcomes(passed=7)
+    default.assert_outcomes(passed=7, skipped=1)
 
 
 def test_bad_onebit_base_option_is_a_usage_error(pytester):

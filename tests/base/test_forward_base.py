@@ -1,4 +1,4 @@
-"""The base contract (B1..B7) on the NumPy forward: Qwen3 and the Qwen3.5 hybrid (GDN and
+"""The base contract (B1..B8) on the NumPy forward: Qwen3 and the Qwen3.5 hybrid (GDN and
 attention), float32 and float64, with each product kernel (numba's tiled kernel, numpy's
 per-row gemv). The forward mutant catalogue (mutants/forward/) runs this file."""
 

@@ -1,4 +1,4 @@
-"""The base contract (B1..B7) on the toy base, in every shape the loop tests use."""
+"""The base contract (B1..B8) on the toy base, in every shape the loop tests use."""
 
 from __future__ import annotations
 
@@ -33,6 +33,38 @@ class TestOneRowToy(BaseContract):
     @pytest.fixture
     def base_factory(self):
         return one_row_toy
+
+
+def verify_last_toy() -> ToyBase:
+    return ToyBase(strict=True, verify_last=True, max_batch_rows=3, max_prefill_rows=6)
+
+
+class TestVerifyLastToy(BaseContract):
+    """A toy with the optional verify_last and a prefill wider than its verify: B8 runs on it
+    (the toy without verify_last skips B8 as not applicable) and every check passes."""
+
+    @pytest.fixture
+    def base_factory(self):
+        return verify_last_toy
+
+
+def test_B8_is_not_applicable_without_verify_last():
+    """check_base on a base with no verify_last reports B8 not applicable, with the reason
+    naming what is missing, and still judges B1..B7 (the report is ok)."""
+    report = check_base(lambda: ToyBase(strict=True), raise_on_failure=False)
+    assert report.ok, report.to_text()
+    assert report.status("B8-verify-last") == "not applicable"
+    assert "has no verify_last" in report.not_applicable["B8-verify-last"]
+    assert "B7-prefill-rows" not in report.not_applicable
+    assert report.ran_by_check["B8-verify-last"] == 0 and report.ran == 7
+
+
+def test_B8_runs_on_a_base_with_verify_last():
+    """On a toy with verify_last B8 is judged (it runs and passes), not set aside."""
+    report = check_base(verify_last_toy, raise_on_failure=False)
+    assert report.ok, report.to_text()
+    assert report.status("B8-verify-last") == "passed"
+    assert report.ran_by_check["B8-verify-last"] == 1
 
 
 class TestLaxToy(BaseContract):

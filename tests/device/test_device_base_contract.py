@@ -1,4 +1,4 @@
-"""The base contract (B1..B7, docs/base-contract.md) on the device base (`pytest -m device`;
+"""The base contract (B1..B8, docs/base-contract.md) on the device base (`pytest -m device`;
 `--onebit-device=host` holds the NumPy forward to it anywhere)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Llama family (model_type llama / mistral / qwen2) against transformers, and its
 guarantees: tiny random float64 models saved with `save_pretrained` give transformers' logits at
-every position; the base contract B1..B7 holds bit for bit; speculative runs (prompt lookup,
+every position; the base contract B1..B8 holds bit for bit; speculative runs (prompt lookup,
 the greedy oracle) emit greedy's tokens.
 
 Tolerance: 1e-6 of the largest logit. transformers computes RMSNorm and RoPE's frequencies and
@@ -124,7 +124,7 @@ def llama_dirs(tmp_path_factory):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("kernel", ["numpy", "numba"])
 def test_base_contract(flavour, dtype, kernel, llama_dirs):
-    """B1..B7 hold bit for bit on the Llama forward (quantised, tied and untied, biases and
+    """B1..B8 hold bit for bit on the Llama forward (quantised, tied and untied, biases and
     llama3 RoPE), in both precisions, with numpy's and numba's product kernels."""
     if kernel == "numba":
         pytest.importorskip("numba")

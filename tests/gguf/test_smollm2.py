@@ -140,7 +140,7 @@ def test_prompt_lookup_equals_greedy(peer, contents, smollm2):
 
 @pytest.mark.slow
 def test_base_contract_on_smollm2(contents, smollm2):
-    """The base contract (B1..B7) holds on SmolLM2 in float32: batches equal steps bit for
+    """The base contract (B1..B8) holds on SmolLM2 in float32: batches equal steps bit for
     bit, commits, refusals and resets behave."""
     from pytest_onebit import check_base
     from pytest_onebit.base.checks import BaseSettings

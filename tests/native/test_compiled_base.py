@@ -1,4 +1,5 @@
-"""A compiled base (tests/native/toy_base.c, through the C ABI) keeps B1..B7; the same base with
+"""A compiled base (tests/native/toy_base.c, through the C ABI) keeps B1..B7 (B8 is not
+applicable: the C ABI has no verify_last); the same base with
 one bug (broken_base.c: a partial commit keeps the whole batch's state) fails B2."""
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from pytest_onebit.native.library import LibraryError
 
 def test_the_compiled_toy_base_keeps_the_base_contract(onebit_native_build):
     """check_base passes every check, B7 included (it declares a prefill width of 8 over a
-    verify width of 4)."""
+    verify width of 4); B8 is reported not applicable (no verify_last), not run."""
     factory = native_base_factory(str(onebit_native_build("toy_base.c")))
     base = factory()
     assert (base.max_batch_rows(), base.max_prefill_rows()) == (4, 8)
     report = check_base(factory, raise_on_failure=False)
     assert report.failures == []
-    assert len(report.checks) == 7 and report.ran == 7
+    assert len(report.checks) == 8 and report.ran == 7
+    assert report.status("B8-verify-last") == "not applicable"
 
 
 def test_a_broken_compiled_base_fails_b2(onebit_native_build):

@@ -229,10 +229,12 @@ def test_pytest_with_a_loop_module_that_raises_is_a_usage_error(pytester):
 
 
 def test_standard_grid_is_unchanged():
-    """The split kept the standard grid: 145 scenarios (130, and 15 for the batched prefill),
-    ids unique, the first is the one-pass perfect head at k = 1."""
+    """The split kept the standard grid: 151 scenarios (130, 15 for the batched prefill and 6
+    whose base has verify_last, so the prefill goes through it), ids unique, the first is the
+    one-pass perfect head at k = 1."""
     grid = standard_scenarios()
-    assert len(grid) == 145 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"
+    assert len(grid) == 151 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"
+    assert sum(s.verify_last for s in grid) == 6
 
 
 FORWARDING_LOOPS = """

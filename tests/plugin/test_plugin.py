@@ -185,4 +185,5 @@ def test_device_tests_pass_on_the_host_backend(pytester):
     Qwen3.5 hybrid), so the device suite is itself exercised where there is no NPU."""
     result = pytester.runpytest_inprocess(str(ROOT / "tests" / "device"), "-m", "device",
                                           "--onebit-device=host", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=17)  # the 10 device tests and the 7 base checks (B1..B7)
+    # the 10 device tests and the 8 base checks (B1..B8: the forward has verify_last)
+    result.assert_outcomes(passed=18)

@@ -1,0 +1,120 @@
+"""Weights kept in ggml's blocks of 32: the stored kinds "q8_0", "q4_0" and "q4_1".
+
+A GGUF weight of one of these types can be kept as the file stores it instead of being
+dequantised at load (`read_gguf(path, keep_blocks=True)`, which `load_gguf` asks for when the
+kernel is "int8"). Its `Stored.data` is then the raw bytes, uint8 `[out, in / 32 * size]`: each
+row of the weight is its run of blocks, in the file's order (llama's q/k rows already put back
+in HF order, a row permutation that never splits a block).
+
+Block layouts (little-endian; d and m are float16):
+- q8_0: 34 bytes: d, 32 int8 codes q;          w = d * q
+- q4_0: 18 bytes: d, 16 bytes of nibbles;      w = d * (q - 8)
+- q4_1: 20 bytes: d, m, 16 bytes of nibbles;   w = d * q + m
+where element j < 16 of a block is the low nibble of byte j and element j >= 16 the high
+nibble of byte j - 16.
+
+Everything that is not the integer kernel reads these weights in float: `dequantize` is
+onebit.gguf.types' decoder (the dequantise-at-load path's), so the float cache of a block weight
+is bit for bit the weight the float path loads. `BlockWeight` is the form the integer kernel
+(int8_kernel.py) reads: the codes and the float16 scale bits split into contiguous arrays, the
+same bytes as the file (4.5 bits a weight for q4_0, 5 for q4_1, 8.5 for q8_0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from onebit.models.errors import ModelFileError
+
+BLOCK = 32
+# kind -> (ggml type id, bytes per block, bytes of scales before the codes)
+KINDS: dict[str, tuple[int, int, int]] = {"q8_0": (8, 34, 2), "q4_0": (2, 18, 2),
+                                          "q4_1": (3, 20, 4)}
+# ggml type name -> stored kind: the types kept in their blocks
+FROM_GGML = {"Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": "q4_1"}
+
+
+def is_block_kind(kind: str) -> bool:
+    return kind in KINDS
+
+
+def row_bytes(kind: str, n_in: int) -> int:
+    return n_in // BLOCK * KINDS[kind][1]
+
+
+def check_shape(name: str, data: np.ndarray, kind: str, shape: tuple[int, ...],
+                file: str) -> None:
+    """`ModelFileError` naming the tensor unless `data` holds a `shape` weight's blocks."""
+    if len(shape) != 2 or shape[1] % BLOCK:
+        raise ModelFileError(f"{file}: tensor '{name}' is stored in {kind} blocks, but its "
+                             f"shape {shape} is not [out, a multiple of {BLOCK}]")
+    expected = (shape[0], row_bytes(kind, shape[1]))
+    if data.dtype != np.uint8 or tuple(data.shape) != expected:
+        raise ModelFileError(f"{file}: tensor '{name}' ({kind}) has {data.dtype} blocks of "
+                             f"shape {tuple(data.shape)}; a {shape} weight needs uint8 {expected}")
+
+
+def _scales(data: np.ndarray, kind: str) -> np.ndarray:
+    """`[out, blocks, 1 or 2]` float32: each block's d (and m)."""
+    size, head = KINDS[kind][1:]
+    raw = np.ascontiguousarray(data.reshape(data.shape[0], -1, size)[:, :, :head])
+    return raw.view("<f2").astype(np.float32)
+
+
+def check_finite(name: str, data: np.ndarray, kind: str, dtype: np.dtype, file: str) -> None:
+    """Refuse blocks whose d or m is NaN / inf, or whose largest weight overflows `dtype` (a
+    code is always finite, so the scales decide); the error names the tensor and the block."""
+    scales = _scales(data, kind)
+    bad = ~np.isfinite(scales).all(axis=2)
+    if not bad.any():
+        top = {"q8_0": 128.0, "q4_0": 8.0, "q4_1": 15.0}[kind]
+        extent = np.abs(scales[:, :, 0]).astype(np.float64) * top
+        if kind == "q4_1":
+            extent += np.abs(scales[:, :, 1])
+        bad = extent > float(np.finfo(dtype).max)
+    if bad.any():
+        row, block = (int(v) for v in np.argwhere(bad)[0])
+        raise ModelFileError(f"{file}: tensor '{name}' has a non-finite or overflowing scale in "
+                             f"{kind} block {block} of row {row} ({int(bad.sum())} bad block(s)); "
+                             f"a weight must be finite")
+
+
+def dequantize(data: np.ndarray, kind: str, shape: tuple[int, int]) -> np.ndarray:
+    """The float32 weight the blocks hold: the dequantise-at-load path's values, bit for bit."""
+    from onebit.gguf.types import dequantize as ggml_dequantize
+
+    return ggml_dequantize(KINDS[kind][0], np.asarray(data), tuple(shape))
+
+
+@dataclass(frozen=True)
+class BlockWeight:
+    """A block weight as the integer kernel reads it. `codes`: uint8 `[out, in / 2]` nibble
+    bytes (q4_0 / q4_1, 16 per block) or int8 `[out, in]` (q8_0); `d`, `m`: the float16 bit
+    patterns `[out, in / 32]` of each block's scale and (q4_1) min, `m` empty otherwise."""
+
+    kind: str
+    shape: tuple[int, int]
+    codes: np.ndarray
+    d: np.ndarray
+    m: np.ndarray
+    # the backend hands a prepared weight with `packed` set to its product as it is
+    packed = True
+
+    @classmethod
+    def from_stored(cls, data: np.ndarray, kind: str, shape: tuple[int, int]) -> BlockWeight:
+        out, n_in = shape
+        size, head = KINDS[kind][1:]
+        raw = np.asarray(data).reshape(out, n_in // BLOCK, size)
+        codes = np.ascontiguousarray(raw[:, :, head:]).reshape(out, -1)
+        if kind == "q8_0":
+            codes = codes.view(np.int8)
+        d = np.ascontiguousarray(raw[:, :, 0:2]).view("<u2").reshape(out, -1).astype(np.uint16)
+        m = (np.ascontiguousarray(raw[:, :, 2:4]).view("<u2").reshape(out, -1).astype(np.uint16)
+             if kind == "q4_1" else np.zeros((out, 0), np.uint16))
+        return cls(kind, (int(out), int(n_in)), codes, d, m)
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.d.nbytes + self.m.nbytes

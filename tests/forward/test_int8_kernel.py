@@ -1,0 +1,101 @@
+"""The integer kernel (onebit/models/int8_kernel.py) on fabricated ggml blocks: each row's
+result is independent of the batch, bit for bit, and within the stated error bound of the float
+path (the dequantised weight times the unquantised row)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from onebit.models import blocks, int8_kernel  # noqa: E402
+from onebit.models.errors import ModelFileError  # noqa: E402
+
+KINDS = tuple(blocks.KINDS)
+
+
+def random_blocks(kind: str, out: int, n_in: int, seed: int = 0) -> np.ndarray:
+    """uint8 rows of `kind` blocks: random codes, small random float16 scale (and min)."""
+    rng = np.random.default_rng(seed)
+    size, head = blocks.KINDS[kind][1:]
+    nb = n_in // blocks.BLOCK
+    raw = rng.integers(0, 256, size=(out, nb, size), dtype=np.uint8)
+    for at in range(0, head, 2):
+        scale = (rng.standard_normal((out, nb)) * 0.02).astype(np.float16)
+        raw[:, :, at:at + 2] = scale.view(np.uint8).reshape(out, nb, 2)
+    return raw.reshape(out, -1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("parallel", [False, True])
+def test_rows_independent_of_batch(kind, parallel):
+    """For 1..16 rows, every row's output equals, bit for bit, that row's output in the
+    16-row product (and in a 1-row product): the batch never changes a row's bits."""
+    out, n_in = 72, 320
+    weight = blocks.BlockWeight.from_stored(random_blocks(kind, out, n_in), kind, (out, n_in))
+    rows = np.random.default_rng(1).standard_normal((16, n_in)).astype(np.float32)
+    full = int8_kernel.block_rows(weight, rows, parallel=parallel)
+    for count in range(1, 17):
+        got = int8_kernel.block_rows(weight, rows[:count], parallel=parallel)
+        assert np.array_equal(got, full[:count]), count
+    for r in range(16):
+        assert np.array_equal(int8_kernel.block_rows(weight, rows[r:r + 1]), full[r:r + 1])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_in", [32, 576, 1536])
+def test_within_bound_of_float_path(kind, n_in):
+    """Against the float path in float64, each output's error is within `error_bound` (the
+    activation rounding per block plus float32 rounding growing with n_in), and the bound is
+    not vacuous: the worst error uses a real part of it."""
+    out = 64
+    raw = random_blocks(kind, out, n_in, seed=n_in)
+    weight = blocks.BlockWeight.from_stored(raw, kind, (out, n_in))
+    dense = blocks.dequantize(raw, kind, (out, n_in))
+    rows = np.random.default_rng(2).standard_normal((5, n_in)).astype(np.float32)
+    got = int8_kernel.block_rows(weight, rows)
+    want = rows.astype(np.float64) @ dense.astype(np.float64).T
+    bound = int8_kernel.error_bound(dense, rows)
+    error = np.abs(got - want)
+    assert (error <= bound).all(), float((error / bound).max())
+    assert (error / bound).max() > 0.02
+
+
+def test_exact_when_rows_are_on_the_grid():
+    """Rows whose blocks are integers with max |x| = 127 quantise exactly (dx = 1), so the
+    q8_0 product equals the float product exactly: the integer sums lose nothing."""
+    out, n_in = 8, 64
+    rng = np.random.default_rng(3)
+    raw = random_blocks("q8_0", out, n_in)
+    raw.reshape(out, -1, 34)[:, :, 0:2] = np.array([0.5], np.float16).view(np.uint8)  # d = 0.5
+    rows = rng.integers(-127, 128, size=(3, n_in)).astype(np.float32)
+    rows[:, ::32] = 127
+    got = int8_kernel.block_rows(blocks.BlockWeight.from_stored(raw, "q8_0", (out, n_in)), rows)
+    want = rows.astype(np.float64) @ blocks.dequantize(raw, "q8_0", (out, n_in)).T
+    assert np.array_equal(got, want)
+
+
+def test_quantised_rows_follow_the_scheme():
+    """An activation block is scaled by 127 / max|x| and rounded: its largest element maps to
+    +-127, dx = max|x| / 127, sx = dx * sum(q); an all-zero block gives q = 0, dx = 0."""
+    x = np.zeros((1, 64), np.float32)
+    x[0, :32] = np.linspace(-2.0, 1.0, 32, dtype=np.float32)
+    q, dx, sx = int8_kernel.quantize_rows(x)
+    assert q[0] == -127 and dx[0, 0] == np.float32(2.0) / np.float32(127)
+    assert np.array_equal(q[:32], np.rint(x[0, :32] * np.float32(127 / 2.0)).astype(np.int8))
+    assert sx[0, 0] == dx[0, 0] * np.float32(q[:32].astype(np.int64).sum())
+    assert not q[32:].any() and dx[0, 1] == 0 and sx[0, 1] == 0
+
+
+def test_bad_blocks_refused_by_name():
+    """A NaN scale, or blocks of the wrong shape, end in a ModelFileError naming the tensor."""
+    raw = random_blocks("q4_1", 4, 64)
+    raw.reshape(4, -1, 20)[2, 1, 2:4] = np.array([np.nan], np.float16).view(np.uint8)
+    with pytest.raises(ModelFileError, match="'w'.*block 1 of row 2"):
+        blocks.check_finite("w", raw, "q4_1", np.dtype(np.float32), "f.gguf")
+    with pytest.raises(ModelFileError, match="'w'.*needs uint8"):
+        blocks.check_shape("w", raw[:, :-1], "q4_1", (4, 64), "f.gguf")
+    with pytest.raises(ValueError, match=r"\(3, 96\)"):
+        int8_kernel.block_rows(blocks.BlockWeight.from_stored(raw, "q4_1", (4, 64)),
+                               np.zeros((3, 96), np.float32))
