@@ -2,7 +2,7 @@
 version, and the upstream issue each failure matches.
 
     python3 benchmarks/peer_matrix.py [--versions 4.57.6,5.17.0,5.18.0,newest] [--arm NAME]
-                                      [--venvs /work/venvs] [--format md|text]
+                                      [--venvs DIR] [--format md|text]
 
 Each version gets its own venv, `<venvs>/peers-<version>` (made when missing: torch==2.13.0
 first, the CPU build the registry serves here, then `transformers==<version>`, numpy,
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -42,6 +43,12 @@ KNOWN = {
                "has": lambda v: True,  # every release measured, the newest included
                "what": "stop_strings with an assistant raises / ignored inside a block"},
 }
+
+
+def default_venvs() -> Path:
+    """$ONEBIT_HOME/venvs (~/.cache/onebit/venvs): the venvs are reused between runs."""
+    home = os.environ.get("ONEBIT_HOME") or Path.home() / ".cache" / "onebit"
+    return Path(home) / "venvs"
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -101,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", default=",".join(DEFAULT_VERSIONS))
     parser.add_argument("--arm", action="append", default=[])
-    parser.add_argument("--venvs", type=Path, default=Path("/work/venvs"))
+    parser.add_argument("--venvs", type=Path, default=default_venvs(),
+                        help="where the per-release venvs live (default $ONEBIT_HOME/venvs)")
     parser.add_argument("--format", choices=("md", "text"), default="md")
     args = parser.parse_args(argv)
     versions = [newest("pip") if v == "newest" else v for v in args.versions.split(",")]
