@@ -338,9 +338,20 @@ def test_a_part_raising_is_a_part_error_with_culprit_position_and_emitted(flavou
     assert isinstance(error.__cause__, RuntimeError) and seen
 
 
-def test_an_interrupt_keeps_its_type_and_carries_what_was_emitted():
+# The reference and the loop settle a stop each with their own code (they share none), so each
+# is held on its own: a plain decode through `run` goes through the loop's `_settled`.
+DECODERS = {
+    "greedy": lambda base, max_tokens, on_token: onebit.greedy(
+        base, PROMPT, max_tokens=max_tokens, on_token=on_token),
+    "run": lambda base, max_tokens, on_token: onebit.run(
+        base, None, PROMPT, max_tokens=max_tokens, k=1, on_token=on_token),
+}
+
+
+@pytest.mark.parametrize("decode", sorted(DECODERS))
+def test_an_interrupt_keeps_its_type_and_carries_what_was_emitted(decode):
     """A KeyboardInterrupt from the consumer is not wrapped; it gets .emitted, a copy of the
-    tokens emitted (the one it interrupted included)."""
+    tokens emitted (the one it interrupted included), from the reference and the loop alike."""
     seen = []
 
     def on_token(token):
@@ -349,13 +360,14 @@ def test_an_interrupt_keeps_its_type_and_carries_what_was_emitted():
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt) as info:
-        onebit.greedy(ToyBase(), PROMPT, max_tokens=20, on_token=on_token)
+        DECODERS[decode](ToyBase(), 20, on_token)
     assert info.value.emitted == seen and len(seen) == 6
 
 
-def test_an_exception_that_takes_no_attributes_passes_through_unchanged():
+@pytest.mark.parametrize("decode", sorted(DECODERS))
+def test_an_exception_that_takes_no_attributes_passes_through_unchanged(decode):
     """A BaseException whose `emitted` cannot be set (a read-only property) is re-raised as it
-    is: the loop does not replace it with an AttributeError of its own."""
+    is: neither the reference nor the loop replaces it with an AttributeError of its own."""
 
     class Halt(BaseException):
         emitted = property(lambda self: "its own")
@@ -364,7 +376,7 @@ def test_an_exception_that_takes_no_attributes_passes_through_unchanged():
         raise Halt
 
     with pytest.raises(Halt) as info:
-        onebit.greedy(ToyBase(), PROMPT, max_tokens=5, on_token=on_token)
+        DECODERS[decode](ToyBase(), 5, on_token)
     assert info.value.emitted == "its own"
 
 
