@@ -9,35 +9,38 @@ a scheme of the Q8_0 / Q8_1 kind, in float32:
 
 Then for row r and output o, with the weight block b holding codes c_j and scales dw (, mw):
 
-    v_b[l] = c_2l * q_2l + c_2l+1 * q_2l+1    for l = 0..15: exact int32 lanes, taken to float32
-                                   (exactly) (q8_0: c = q; q4_0: c = nibble - 8; q4_1: c = nibble)
-    acc[l] = fma(v_b[l], dw_b * dx_b, acc[l])   for b = 0, 1, .. in order, all lanes at once
+    v_b[l] = c_4l q_4l + c_4l+1 q_4l+1 + c_4l+2 q_4l+2 + c_4l+3 q_4l+3     l = 0..7
+             an exact int32, taken to float32 exactly (|v| <= 4 * 128 * 127)
+             (q8_0: c = q; q4_0: c = nibble - 8; q4_1: c = nibble)
+    even blocks b = 0, 2, ..:  e[l] = fma(v_b[l], dw_b * dx_b, e[l])     in order of b
+    odd blocks  b = 1, 3, ..:  o[l] = fma(v_b[l], dw_b * dx_b, o[l])     in order of b
     m = sum over b of mw_b * sx_b, added left to right   (q4_1; 0 otherwise)
-    y = tree(acc) + m      tree: halve the 16 lanes and add the halves lane by lane, to one
-    all in float32 (fma rounds once), so the horizontal sum is paid once per output, not per
-    block.
+    y = tree(e + o) + m      tree: halve the 8 lanes and add the halves lane by lane, to one
+    all in float32 (fma rounds once), from e = o = 0.
 
-The integer sums are exact whatever order the machine adds them in, and the float steps run in
-one fixed order per (row, output), compiled without fastmath; nothing of one row enters another
+The integer sums are exact whatever instruction computes them, and the float steps run in one
+fixed order per (row, output), compiled without fastmath; nothing of one row enters another
 row's result. So a row's bits do not depend on the batch: a verify of 8 rows gives, row for
-row, what 8 steps give (tests/models/test_int8_kernel.py proves it for 1..16 rows).
+row, what 8 steps give (tests/forward/test_int8_kernel.py proves it for 1..16 rows), and they
+do not depend on the machine either: with AVX-512 VNNI or AVX-VNNI each v_b is one `vpdpbusd`
+(unsigned codes times signed activations, four products a lane: the q8_0 / q4_0 codes go in as
+|c| with the activation's sign flipped where c < 0, as llama.cpp does), elsewhere LLVM's
+portable form of the same four-product lanes (`lanes_form()` says which; the two are compared
+bit for bit in the tests).
 
 Against the float path (the weight dequantised, times the unquantised row) the only new error is
 the activation's rounding, at most dx_b / 2 per element: |Y_int - Y_float| is bounded by
 `error_bound` (that per-block sum, plus float32 rounding that grows with the row's length).
 
-How it runs: for each output, every activation row is dotted with the weight row while it sits
-in L1, so a verify of R rows reads each weight from memory once. Each 32-element block dot is
-one LLVM vector expression written as a numba intrinsic: load the 16 nibble bytes (or 32 int8
-codes), split the nibbles in registers, sign-extend both sides to i16, multiply, widen and add
-pairwise (the shape of `vpmaddwd`), convert the 16 lanes to float32 and fuse them into the
-accumulator with the block's scale (kernels.py's vector type and `llvm.fma`). Rows go by
-tiles of two, which split each weight block's nibbles once for both rows (`_split_ops`; the
-same lanes, so the same bits, as the one-row `_block_dot` the last odd row uses).
+How it runs: outputs are split into tasks of TASK_OUTS over threads; for each output, the rows
+go by tiles of up to four that share each weight block's load and nibble split while it sits in
+registers, so a verify of R rows reads each weight from memory once and decodes it R / 4 times.
+The two accumulators (even and odd blocks) keep two FMA chains in flight per row.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -45,9 +48,12 @@ import numpy as np
 from onebit.models import kernels
 from onebit.models.blocks import BLOCK, BlockWeight
 
-# outputs per parallel task (a weight row is decoded once per task per output)
+# outputs per parallel task (a weight row's scales are decoded once per task per output)
 TASK_OUTS = 16
 KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2}
+#: `ONEBIT_INT8_LANES=portable` compiles the portable lanes even on a VNNI machine (the same
+#: bits; for comparing the two forms and for machines whose VNNI the compiler mis-detects).
+LANES_ENV = "ONEBIT_INT8_LANES"
 
 _compiled: dict[object, Callable] = {}
 
@@ -61,144 +67,126 @@ def f16_table() -> np.ndarray:
     return table
 
 
-def _block_dot(nibbles: int | None = None):
-    """`dot(a, i, b, j)`: a block's products, summed in pairs, as 16 float32 lanes: lane l is
-    c_2l * b[j + 2l] + c_2l+1 * b[j + 2l + 1], an exact int32 (|lane| <= 2 * 128 * 127, so its
-    float32 is exact too), `b` int8. With `nibbles` None the codes are c_k = a[i + k] (int8,
-    q8_0); with an offset, a[i .. i + 15] are 16 bytes of nibbles, c_k = (low nibble of
-    a[i + k]) - offset for k < 16 and (high nibble of a[i + k - 16]) - offset after (q4_0:
-    offset 8, q4_1: 0), split in registers."""
-    got = _compiled.get(("dot", nibbles))
+def host_has_vnni() -> bool:
+    """Whether numba compiles for a CPU with a 256-bit `vpdpbusd` (AVX-VNNI, or AVX-512 VNNI
+    with VL)."""
+    import llvmlite.binding as ll
+    from numba.core import config
+
+    if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES:
+        return False  # compiling for another CPU than this one: stay portable
+    features = ll.get_host_cpu_features()
+    return bool(features.get("avxvnni")
+                or (features.get("avx512vnni") and features.get("avx512vl")))
+
+
+def lanes_form() -> str:
+    """"vnni" or "portable": how this process computes the four-product lanes."""
+    wanted = os.environ.get(LANES_ENV, "").strip().lower()
+    if wanted not in ("", "vnni", "portable"):
+        raise ValueError(f"{LANES_ENV}={wanted!r}: expected 'vnni' or 'portable'")
+    if wanted == "portable" or not host_has_vnni():
+        return "portable"
+    return "vnni"
+
+
+def _vec(dtype_name: str, n: int):
+    from numba.core import types
+
+    return kernels._tiled_intrinsics()["Vec"](getattr(types, dtype_name), n)
+
+
+def block_ops(form: str) -> dict[str, object]:
+    """The numba intrinsics the kernel is written in, for lanes `form`:
+
+    - `codes_q8(a, i)` / `codes_q4_0(a, i)` / `codes_q4_1(a, i)`: one block's 32 weight codes
+      c_0..c_31 as a vector of int8 (q4: the 16 bytes at a[i], low nibbles then high nibbles,
+      minus 8 for q4_0; q8_0: the 32 int8 codes at a[i]);
+    - `dot_signed(c, b, j)` / `dot_unsigned(c, b, j)`: the 8 exact four-product lanes v[l]
+      of codes c (signed: q8_0 / q4_0; unsigned 0..15: q4_1) with the int8 b[j .. j + 31], as
+      8 float32;
+    - `splat(x)`, `zeros()`, `add(a, b)`: 8 float32 lanes."""
+    got = _compiled.get(("ops", form))
     if got is not None:
         return got
     from llvmlite import ir
-    from numba.core import types
+    from numba.core import cgutils, types
     from numba.extending import intrinsic
 
-    lanes = _lanes_type()
+    lanes, codes_type = _vec("float32", 8), _vec("int8", 32)
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+    v32i8, v8i32 = ir.VectorType(i8, 32), ir.VectorType(i32, 8)
+    v8f = ir.VectorType(ir.FloatType(), 8)
 
     def byte_array(x):
         return (isinstance(x, types.Array) and x.ndim == 1 and x.layout in "CA"
                 and x.dtype in (types.int8, types.uint8))
-
-    @intrinsic
-    def dot(typingctx, a, i, b, j):
-        ok = byte_array(a) and byte_array(b)
-        if not ok or not isinstance(i, types.Integer) or not isinstance(j, types.Integer):
-            return None
-
-        def codegen(context, builder, sig, args):
-            i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
-
-            def load(arr_type, arr, idx, n):
-                ary = context.make_array(arr_type)(context, builder, arr)
-                ptr = builder.gep(ary.data, [idx], inbounds=True)
-                vty = ir.VectorType(i8, n)
-                return builder.load(builder.bitcast(ptr, vty.as_pointer()), align=1)
-
-            if nibbles is None:
-                w = load(sig.args[0], args[0], args[1], 32)
-            else:
-                v = load(sig.args[0], args[0], args[1], 16)
-                lo = builder.and_(v, ir.Constant(ir.VectorType(i8, 16), [15] * 16))
-                hi = builder.lshr(v, ir.Constant(ir.VectorType(i8, 16), [4] * 16))
-                w = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 32),
-                                                               list(range(32))))
-                if nibbles:
-                    w = builder.sub(w, ir.Constant(ir.VectorType(i8, 32), [nibbles] * 32))
-            x = builder.sext(w, ir.VectorType(i16, 32))
-            y = builder.sext(load(sig.args[2], args[2], args[3], 32), ir.VectorType(i16, 32))
-            p = builder.mul(x, y)  # |c * q| <= 128 * 127: fits int16
-
-            def pick(start):
-                mask = ir.Constant(ir.VectorType(i32, 16), list(range(start, 32, 2)))
-                return builder.sext(builder.shuffle_vector(p, p, mask), ir.VectorType(i32, 16))
-
-            pairs = builder.add(pick(0), pick(1))  # vpmaddwd's shape
-            return builder.sitofp(pairs, ir.VectorType(ir.FloatType(), 16))
-
-        return lanes(a, i, b, j), codegen
-
-    _compiled[("dot", nibbles)] = dot
-    return dot
-
-
-def _split_ops(nibbles: int | None):
-    """`codes(a, i)`: a block's 32 weight codes widened to i16 lanes (the nibble split of
-    `_block_dot`, done once per block for all the rows of a tile); `pairs(c, b, j)`: those
-    codes times b[j .. j + 31] (int8), summed in pairs, as 16 float32 lanes (exactly what
-    `_block_dot` returns for the same block and row)."""
-    got = _compiled.get(("split", nibbles))
-    if got is not None:
-        return got
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    lanes = _lanes_type()
-    codes_type = kernels._tiled_intrinsics()["Vec"](types.int16, 32)
-    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
 
     def load(context, builder, arr_type, arr, idx, n):
         ary = context.make_array(arr_type)(context, builder, arr)
         ptr = builder.gep(ary.data, [idx], inbounds=True)
         return builder.load(builder.bitcast(ptr, ir.VectorType(i8, n).as_pointer()), align=1)
 
-    @intrinsic
-    def codes(typingctx, a, i):
-        def codegen(context, builder, sig, args):
-            if nibbles is None:
-                w = load(context, builder, sig.args[0], args[0], args[1], 32)
-            else:
+    def make_codes(offset: int | None):
+        @intrinsic
+        def codes(typingctx, a, i):
+            if not byte_array(a) or not isinstance(i, types.Integer):
+                return None
+
+            def codegen(context, builder, sig, args):
+                if offset is None:
+                    return load(context, builder, sig.args[0], args[0], args[1], 32)
                 v = load(context, builder, sig.args[0], args[0], args[1], 16)
                 lo = builder.and_(v, ir.Constant(ir.VectorType(i8, 16), [15] * 16))
                 hi = builder.lshr(v, ir.Constant(ir.VectorType(i8, 16), [4] * 16))
                 w = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 32),
                                                                list(range(32))))
-                if nibbles:
-                    w = builder.sub(w, ir.Constant(ir.VectorType(i8, 32), [nibbles] * 32))
-            return builder.sext(w, ir.VectorType(i16, 32))
+                if offset:
+                    w = builder.sub(w, ir.Constant(v32i8, [offset] * 32))
+                return w
 
-        return codes_type(a, i), codegen
+            return codes_type(a, i), codegen
 
-    @intrinsic
-    def pairs(typingctx, c, b, j):
-        def codegen(context, builder, sig, args):
-            y = builder.sext(load(context, builder, sig.args[1], args[1], args[2], 32),
-                             ir.VectorType(i16, 32))
-            p = builder.mul(args[0], y)
+        return codes
 
-            def pick(start):
-                mask = ir.Constant(ir.VectorType(i32, 16), list(range(start, 32, 2)))
-                return builder.sext(builder.shuffle_vector(p, p, mask), ir.VectorType(i32, 16))
+    def four_product_lanes(builder, unsigned_a, signed_b):
+        """v[l] = sum_k a[4l+k] * b[4l+k], a unsigned 0..128 (as i8 bits), b signed."""
+        if form == "vnni":
+            fnty = ir.FunctionType(v8i32, [v8i32] * 3)
+            fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                                "llvm.x86.avx512.vpdpbusd.256")
+            return builder.call(fn, [ir.Constant(v8i32, None), builder.bitcast(unsigned_a, v8i32),
+                                     builder.bitcast(signed_b, v8i32)])
+        x = builder.zext(unsigned_a, ir.VectorType(i16, 32))
+        y = builder.sext(signed_b, ir.VectorType(i16, 32))
+        p = builder.sext(builder.mul(x, y), ir.VectorType(i32, 32))  # |a b| <= 128 * 127
+        total = None
+        for k in range(4):
+            part = builder.shuffle_vector(p, p, ir.Constant(v8i32, list(range(k, 32, 4))))
+            total = part if total is None else builder.add(total, part)
+        return total
 
-            return builder.sitofp(builder.add(pick(0), pick(1)),
-                                  ir.VectorType(ir.FloatType(), 16))
+    def make_dot(signed: bool):
+        @intrinsic
+        def dot(typingctx, c, b, j):
+            if c != codes_type or not byte_array(b) or not isinstance(j, types.Integer):
+                return None
 
-        return lanes(c, b, j), codegen
+            def codegen(context, builder, sig, args):
+                w = args[0]
+                y = load(context, builder, sig.args[1], args[1], args[2], 32)
+                if signed:  # |c| times (b with c's sign): the same products, a unsigned
+                    zero = ir.Constant(v32i8, None)
+                    negative = builder.icmp_signed("<", w, zero)
+                    w_abs = builder.select(negative, builder.neg(w), w)
+                    y = builder.select(negative, builder.neg(y), y)
+                    y = builder.select(builder.icmp_signed("==", w, zero), zero, y)
+                    w = w_abs
+                return builder.sitofp(four_product_lanes(builder, w, y), v8f)
 
-    got = _compiled[("split", nibbles)] = (codes, pairs)
-    return got
+            return lanes(c, b, j), codegen
 
-
-def _lanes_type():
-    """numba's type for 16 float32 lanes (kernels.py's vector type, 64 bytes)."""
-    from numba.core import types
-
-    return kernels._tiled_intrinsics()["Vec"](types.float32, 16)
-
-
-def _lane_ops():
-    """`splat(x)`: 16 lanes of float32 x; `zeros()`: 16 zero lanes."""
-    got = _compiled.get("lane_ops")
-    if got is not None:
-        return got
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    lanes = _lanes_type()
-    vt, i32 = ir.VectorType(ir.FloatType(), 16), ir.IntType(32)
+        return dot
 
     @intrinsic
     def splat(typingctx, x):
@@ -206,19 +194,32 @@ def _lane_ops():
             return None
 
         def codegen(context, builder, sig, args):
-            v = builder.insert_element(ir.Constant(vt, None), args[0], ir.Constant(i32, 0))
-            return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, 16), [0] * 16))
+            v = builder.insert_element(ir.Constant(v8f, None), args[0], ir.Constant(i32, 0))
+            return builder.shuffle_vector(v, v, ir.Constant(v8i32, [0] * 8))
 
         return lanes(x), codegen
 
     @intrinsic
     def zeros(typingctx):
         def codegen(context, builder, sig, args):
-            return ir.Constant(vt, None)
+            return ir.Constant(v8f, None)
 
         return lanes(), codegen
 
-    got = _compiled["lane_ops"] = (splat, zeros)
+    @intrinsic
+    def add(typingctx, a, b):
+        if a != lanes or b != lanes:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.fadd(args[0], args[1])
+
+        return lanes(a, b), codegen
+
+    got = _compiled[("ops", form)] = dict(
+        codes_q8=make_codes(None), codes_q4_0=make_codes(8), codes_q4_1=make_codes(0),
+        dot_signed=make_dot(True), dot_unsigned=make_dot(False),
+        splat=splat, zeros=zeros, add=add)
     return got
 
 
@@ -254,6 +255,12 @@ def _quantize_kernel() -> Callable:
     return got
 
 
+def quantize_kernel() -> Callable:
+    """The compiled `quantize(x [R, in] float32, xq int8 [R * in], dx [R, in/32],
+    sx [R, in/32])` that `quantize_rows` runs (for compiled callers: the fused forward)."""
+    return _quantize_kernel()
+
+
 def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`(q int8 [R * in], dx float32 [R, in/32], sx float32 [R, in/32])` of rows `[R, in]`
     (taken in float32), by the module docstring's scheme."""
@@ -268,97 +275,115 @@ def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return xq, dx, sx
 
 
-def _product_kernel(parallel: bool) -> Callable:
-    got = _compiled.get(("product", parallel))
+# The tile of `k` rows, as source (one copy per tile size: numba keeps each row's accumulators
+# in registers only when they are named variables). Row i of the tile is row r + i.
+_TILE = """
+def tile{k}(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o):
+{zeros}
+    for b in range(0, nb - 1, 2):
+        c = codes(flat, w0 + b * step)
+{even}
+        c = codes(flat, w0 + (b + 1) * step)
+{odd}
+    if nb % 2:
+        b = nb - 1
+        c = codes(flat, w0 + b * step)
+{even}
+{store}
+"""
+
+
+def _tile_source(k: int) -> str:
+    def lines(acc: str, b: str) -> str:
+        return "\n".join(
+            f"        {acc}{i} = fma(dot(c, xq, (r + {i}) * n_in + {b} * 32), "
+            f"splat(dw[{b}] * dx[r + {i}, {b}]), {acc}{i})" for i in range(k))
+
+    return _TILE.format(
+        k=k, zeros="\n".join(f"    e{i} = zeros()\n    o{i} = zeros()" for i in range(k)),
+        even=lines("e", "b"), odd=lines("o", "(b + 1)"),
+        store="\n".join(f"    out[r + {i}, o] = vsum(add(e{i}, o{i})) "
+                         f"+ min_term(mw, sx, r + {i}, nb)" for i in range(k)))
+
+
+def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Callable:
+    """The compiled `product(codes, d16, m16, table, xq, dx, sx, out)` for weights of `kind`
+    (KIND_IDS): out[r, o] by the module docstring's formula."""
+    form = form or lanes_form()
+    key = ("product", kind, parallel, form)
+    got = _compiled.get(key)
     if got is not None:
         return got
     from numba import njit, prange
 
-    dot_q8, dot_q4_0, dot_q4_1 = _block_dot(), _block_dot(8), _block_dot(0)
-    splat, zeros = _lane_ops()
-    codes_q8, pairs_q8 = _split_ops(None)
-    codes_q4_0, pairs_q4_0 = _split_ops(8)
-    codes_q4_1, pairs_q4_1 = _split_ops(0)
+    ops = block_ops(form)
     parts = kernels._tiled_intrinsics()
-    fma, vsum = parts["fma"], parts["vsum"]
+    namespace = dict(
+        codes=ops[("codes_q8", "codes_q4_0", "codes_q4_1")[kind]],
+        dot=ops["dot_unsigned" if kind == 2 else "dot_signed"],
+        splat=ops["splat"], zeros=ops["zeros"], add=ops["add"],
+        fma=parts["fma"], vsum=parts["vsum"])
+    if kind == 2:
+        def min_term(mw, sx, r, nb):  # pragma: no cover - compiled
+            m = np.float32(0)
+            for b in range(nb):
+                m = m + mw[b] * sx[r, b]
+            return m
+    else:
+        def min_term(mw, sx, r, nb):  # pragma: no cover - compiled
+            return np.float32(0)
+    namespace["min_term"] = njit(inline="always")(min_term)
+    tiles = {}
+    for k in (4, 2, 1):
+        exec(_tile_source(k), namespace)  # noqa: S102 - our own template, no outside input
+        tiles[k] = njit(inline="always")(namespace[f"tile{k}"])
+    tile4, tile2, tile1 = tiles[4], tiles[2], tiles[1]
+    with_min = kind == 2
 
-    def product(kind, codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
-        n_out, n_blocks = d16.shape
-        n_rows, n_in = out.shape[0], n_blocks * 32
-        row_bytes = codes.shape[1]
+    def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
+        n_out, nb = d16.shape
+        n_rows, n_in = out.shape[0], nb * 32
+        step = codes.shape[1] // nb  # code bytes per block
         flat = codes.reshape(-1)
         for t in prange((n_out + TASK_OUTS - 1) // TASK_OUTS):
-            dw = np.empty(n_blocks, np.float32)
-            mw = np.zeros(n_blocks, np.float32)
+            dw = np.empty(nb, np.float32)
+            mw = np.zeros(nb, np.float32)
             for o in range(t * TASK_OUTS, min(n_out, (t + 1) * TASK_OUTS)):
-                for b in range(n_blocks):
+                for b in range(nb):
                     dw[b] = table[d16[o, b]]
-                    if kind == 2:
+                    if with_min:
                         mw[b] = table[m16[o, b]]
-                w0 = o * row_bytes
+                w0 = o * codes.shape[1]
                 r = 0
-                while r + 2 <= n_rows:  # two rows share each block's split codes
-                    b0, b1 = r * n_in, (r + 1) * n_in
-                    acc0 = zeros()
-                    acc1 = zeros()
-                    if kind == 0:
-                        for b in range(n_blocks):
-                            c = codes_q8(flat, w0 + b * 32)
-                            acc0 = fma(pairs_q8(c, xq, b0 + b * 32), splat(dw[b] * dx[r, b]), acc0)
-                            acc1 = fma(pairs_q8(c, xq, b1 + b * 32),
-                                       splat(dw[b] * dx[r + 1, b]), acc1)
-                    elif kind == 1:
-                        for b in range(n_blocks):
-                            c = codes_q4_0(flat, w0 + b * 16)
-                            acc0 = fma(pairs_q4_0(c, xq, b0 + b * 32),
-                                       splat(dw[b] * dx[r, b]), acc0)
-                            acc1 = fma(pairs_q4_0(c, xq, b1 + b * 32),
-                                       splat(dw[b] * dx[r + 1, b]), acc1)
+                while r < n_rows:
+                    left = n_rows - r
+                    if left >= 4:
+                        tile4(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o)
+                        r += 4
+                    elif left >= 2:
+                        tile2(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o)
+                        r += 2
                     else:
-                        for b in range(n_blocks):
-                            c = codes_q4_1(flat, w0 + b * 16)
-                            acc0 = fma(pairs_q4_1(c, xq, b0 + b * 32),
-                                       splat(dw[b] * dx[r, b]), acc0)
-                            acc1 = fma(pairs_q4_1(c, xq, b1 + b * 32),
-                                       splat(dw[b] * dx[r + 1, b]), acc1)
-                    for k in range(2):
-                        m = np.float32(0)
-                        if kind == 2:
-                            for b in range(n_blocks):
-                                m = m + mw[b] * sx[r + k, b]
-                        out[r + k, o] = (vsum(acc0) if k == 0 else vsum(acc1)) + m
-                    r += 2
-                if r < n_rows:
-                    base = r * n_in
-                    acc = zeros()
-                    if kind == 0:
-                        for b in range(n_blocks):
-                            acc = fma(dot_q8(flat, w0 + b * 32, xq, base + b * 32),
-                                      splat(dw[b] * dx[r, b]), acc)
-                    elif kind == 1:
-                        for b in range(n_blocks):
-                            acc = fma(dot_q4_0(flat, w0 + b * 16, xq, base + b * 32),
-                                      splat(dw[b] * dx[r, b]), acc)
-                    else:
-                        for b in range(n_blocks):
-                            acc = fma(dot_q4_1(flat, w0 + b * 16, xq, base + b * 32),
-                                      splat(dw[b] * dx[r, b]), acc)
-                    m = np.float32(0)
-                    if kind == 2:
-                        for b in range(n_blocks):
-                            m = m + mw[b] * sx[r, b]
-                    out[r, o] = vsum(acc) + m
+                        tile1(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o)
+                        r += 1
 
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
     got = njit(parallel=True)(product) if parallel else njit(nogil=True)(product)
-    _compiled[("product", parallel)] = got
+    _compiled[key] = got
     return got
 
 
+def product_kernel(kind: str, parallel: bool) -> Callable:
+    """The compiled product for weights of `kind` ("q8_0" / "q4_0" / "q4_1"), in this
+    process's lanes form (for compiled callers: the fused forward)."""
+    return _product_kernel(KIND_IDS[kind], parallel)
+
+
 def block_rows(weight: BlockWeight, rows: np.ndarray, *,
-               parallel: bool | None = None) -> np.ndarray:
+               parallel: bool | None = None, form: str | None = None) -> np.ndarray:
     """`[R, out]` in rows' dtype (float32 or float64): rows `[R, in]` times the block weight,
-    by the module docstring's formula. `parallel` overrides the size rule (same bits)."""
+    by the module docstring's formula. `parallel` overrides the size rule and `form` the lanes
+    form (`lanes_form()`); neither changes a bit."""
     n_out, n_in = weight.shape
     rows = np.asarray(rows)
     if rows.ndim != 2 or rows.shape[1] != n_in:
@@ -366,12 +391,12 @@ def block_rows(weight: BlockWeight, rows: np.ndarray, *,
     if rows.dtype not in kernels.TILED_DTYPES:
         raise TypeError(f"the integer kernel takes float32 or float64 rows, got {rows.dtype}")
     xq, dx, sx = quantize_rows(rows)
-    out = np.empty((rows.shape[0], n_out), dtype=rows.dtype)
+    result = np.empty((rows.shape[0], n_out), dtype=np.float32)
     if parallel is None:
         parallel = n_out * n_in >= kernels.PARALLEL_MIN_WEIGHTS
-    _product_kernel(parallel)(KIND_IDS[weight.kind], weight.codes, weight.d, weight.m,
-                              f16_table(), xq, dx, sx, out)
-    return out
+    _product_kernel(KIND_IDS[weight.kind], parallel, form)(
+        weight.codes, weight.d, weight.m, f16_table(), xq, dx, sx, result)
+    return result.astype(rows.dtype, copy=False)
 
 
 def error_bound(weight_float: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -99,3 +99,77 @@ def test_bad_blocks_refused_by_name():
     with pytest.raises(ValueError, match=r"\(3, 96\)"):
         int8_kernel.block_rows(blocks.BlockWeight.from_stored(raw, "q4_1", (4, 64)),
                                np.zeros((3, 96), np.float32))
+
+
+def _f32(value) -> np.float32:
+    return np.float32(float(value))  # an exact Fraction rounds once, to nearest even
+
+
+def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
+    """The module docstring's formula for one (row, output), written out independently of the
+    kernel: exact integer lanes, fma as an exact product-sum rounded once (Fractions)."""
+    from fractions import Fraction
+
+    xq, dx, sx = int8_kernel.quantize_rows(row[None])
+    table = int8_kernel.f16_table()
+    nb = weight.shape[1] // 32
+    even, odd = [np.float32(0)] * 8, [np.float32(0)] * 8
+    for b in range(nb):
+        if weight.kind == "q8_0":
+            c = weight.codes[o, b * 32:(b + 1) * 32].astype(np.int64)
+        else:
+            nib = weight.codes[o, b * 16:(b + 1) * 16].astype(np.int64)
+            c = np.concatenate([nib & 15, nib >> 4]) - (8 if weight.kind == "q4_0" else 0)
+        q = xq[b * 32:(b + 1) * 32].astype(np.int64)
+        scale = np.float32(table[weight.d[o, b]] * dx[0, b])
+        acc = even if b % 2 == 0 else odd
+        for lane in range(8):
+            v = int((c[4 * lane:4 * lane + 4] * q[4 * lane:4 * lane + 4]).sum())
+            acc[lane] = _f32(Fraction(v) * Fraction(float(scale)) + Fraction(float(acc[lane])))
+    lanes = [np.float32(e + d) for e, d in zip(even, odd, strict=True)]
+    while len(lanes) > 1:
+        half = len(lanes) // 2
+        lanes = [np.float32(lanes[i] + lanes[i + half]) for i in range(half)]
+    m = np.float32(0)
+    if weight.kind == "q4_1":
+        for b in range(nb):
+            m = np.float32(m + np.float32(table[weight.m[o, b]] * sx[0, b]))
+    return np.float32(lanes[0] + m)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kernel_computes_the_documented_formula(kind):
+    """Every output equals, bit for bit, the module docstring's formula computed independently
+    (exact four-product lanes, even and odd block accumulators, fma rounded once, the halving
+    tree, q4_1's min term): on 3 blocks (an odd count) with the extreme codes present."""
+    out, n_in = 6, 96
+    raw = random_blocks(kind, out, n_in, seed=5)
+    weight = blocks.BlockWeight.from_stored(raw, kind, (out, n_in))
+    if kind == "q8_0":
+        weight.codes[0, :32] = -128  # the one code whose magnitude is 128
+        weight.codes[1, :32] = 127
+    else:
+        weight.codes[0, :16] = 0x00
+        weight.codes[1, :16] = 0xFF
+    rows = np.random.default_rng(3).standard_normal((2, n_in)).astype(np.float32)
+    got = int8_kernel.block_rows(weight, rows)
+    for r in range(2):
+        for o in range(out):
+            assert got[r, o] == _formula(weight, rows[r], o), (r, o)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lane_forms_agree_bit_for_bit(kind):
+    """The VNNI lanes (one `vpdpbusd` a block) and the portable lanes give the same bits, at 1
+    to 9 rows (every tile size); skipped where the CPU has no VNNI to compare."""
+    if not int8_kernel.host_has_vnni():
+        pytest.skip("this CPU has no 256-bit vpdpbusd; only the portable form runs here")
+    out, n_in = 40, 576
+    weight = blocks.BlockWeight.from_stored(random_blocks(kind, out, n_in, seed=9), kind,
+                                            (out, n_in))
+    rows = np.random.default_rng(4).standard_normal((9, n_in)).astype(np.float32)
+    rows[0, :32] = 0  # an all-zero block
+    for count in (1, 2, 3, 4, 5, 9):
+        vnni = int8_kernel.block_rows(weight, rows[:count], form="vnni")
+        portable = int8_kernel.block_rows(weight, rows[:count], form="portable")
+        assert np.array_equal(vnni, portable), count
