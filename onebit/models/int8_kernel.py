@@ -14,7 +14,9 @@ Then for row r and output o, with the weight block b holding codes c_j and scale
              (q8_0: c = q; q4_0: c = nibble - 8; q4_1: c = nibble)
     even blocks b = 0, 2, ..:  e[l] = fma(v_b[l], dw_b * dx_b, e[l])     in order of b
     odd blocks  b = 1, 3, ..:  o[l] = fma(v_b[l], dw_b * dx_b, o[l])     in order of b
-    m = sum over b of mw_b * sx_b, added left to right   (q4_1; 0 otherwise)
+    m (q4_1; 0 otherwise): 16 lanes m[j] = fma(mw_b, sx_b, m[j]) over b = j, j + 16, .. for
+      the whole groups of 16 blocks, tree(m), then m = fma(mw_b, sx_b, m) for the last nb % 16
+      blocks in order
     y = tree(e + o) + m      tree: halve the 8 lanes and add the halves lane by lane, to one
     all in float32 (fma rounds once), from e = o = 0.
 
@@ -70,14 +72,19 @@ def f16_table() -> np.ndarray:
 def host_has_vnni() -> bool:
     """Whether numba compiles for a CPU with a 256-bit `vpdpbusd` (AVX-VNNI, or AVX-512 VNNI
     with VL)."""
-    import llvmlite.binding as ll
-    from numba.core import config
+    got = _compiled.get("vnni")
+    if got is None:
+        import llvmlite.binding as ll
+        from numba.core import config
 
-    if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES:
-        return False  # compiling for another CPU than this one: stay portable
-    features = ll.get_host_cpu_features()
-    return bool(features.get("avxvnni")
-                or (features.get("avx512vnni") and features.get("avx512vl")))
+        if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES:
+            got = False  # compiling for another CPU than this one: stay portable
+        else:
+            features = ll.get_host_cpu_features()
+            got = bool(features.get("avxvnni")
+                       or (features.get("avx512vnni") and features.get("avx512vl")))
+        _compiled["vnni"] = got
+    return got
 
 
 def lanes_form() -> str:
@@ -275,35 +282,76 @@ def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return xq, dx, sx
 
 
-# The tile of `k` rows, as source (one copy per tile size: numba keeps each row's accumulators
-# in registers only when they are named variables). Row i of the tile is row r + i.
+# The range function, as source: each tile of k rows written out in full (numba keeps a row's
+# accumulators in registers only when they are named variables, and a helper function taking
+# the arrays would count references on every call: measured 1.5x slower for one row).
+_RANGE = """
+def product_range(codes, d16, m16, table, xq, dx, sx, out, t_lo, t_hi):
+    n_out, nb = d16.shape
+    n_rows, n_in = out.shape[0], nb * 32
+    step = codes.shape[1] // nb  # code bytes per block
+    flat = codes.reshape(-1)
+    sx_flat = sx.reshape(-1)
+    dw = np.empty(nb, np.float32)
+    mw = np.zeros(nb, np.float32)
+    for o in range(t_lo * TASK_OUTS, min(n_out, t_hi * TASK_OUTS)):
+        for b in range(nb):
+            dw[b] = table[d16[o, b]]
+            if WITH_MIN:
+                mw[b] = table[m16[o, b]]
+        w0 = o * codes.shape[1]
+        r = 0
+        while r < n_rows:
+            left = n_rows - r
+{tiles}
+"""
+
 _TILE = """
-def tile{k}(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o):
+            {test}:
 {zeros}
-    for b in range(0, nb - 1, 2):
-        c = codes(flat, w0 + b * step)
+                for b in range(0, nb - 1, 2):
+                    c = load_codes(flat, w0 + b * step)
 {even}
-        c = codes(flat, w0 + (b + 1) * step)
+                    c = load_codes(flat, w0 + (b + 1) * step)
 {odd}
-    if nb % 2:
-        b = nb - 1
-        c = codes(flat, w0 + b * step)
+                if nb % 2:
+                    b = nb - 1
+                    c = load_codes(flat, w0 + b * step)
 {even}
 {store}
+                r += {k}
 """
 
 
-def _tile_source(k: int) -> str:
-    def lines(acc: str, b: str) -> str:
+def _range_source() -> str:
+    def lines(acc: str, b: str, k: int) -> str:
         return "\n".join(
-            f"        {acc}{i} = fma(dot(c, xq, (r + {i}) * n_in + {b} * 32), "
+            f"                    {acc}{i} = fma(dot(c, xq, (r + {i}) * n_in + {b} * 32), "
             f"splat(dw[{b}] * dx[r + {i}, {b}]), {acc}{i})" for i in range(k))
 
-    return _TILE.format(
-        k=k, zeros="\n".join(f"    e{i} = zeros()\n    o{i} = zeros()" for i in range(k)),
-        even=lines("e", "b"), odd=lines("o", "(b + 1)"),
-        store="\n".join(f"    out[r + {i}, o] = vsum(add(e{i}, o{i})) "
-                         f"+ min_term(mw, sx, r + {i}, nb)" for i in range(k)))
+    def store(k: int) -> str:
+        out = []
+        for i in range(k):
+            out += ["                m = np.float32(0)",
+                    "                if WITH_MIN:",
+                    "                    mv = vzero(mw)",
+                    "                    for b in range(0, nb - 15, 16):",
+                    "                        mv = fma(vload(mw, b), "
+                    f"vload(sx_flat, (r + {i}) * nb + b), mv)",
+                    "                    m = vsum(mv)",
+                    "                    for b in range(nb - nb % 16, nb):",
+                    f"                        m = fma(mw[b], sx[r + {i}, b], m)",
+                    f"                out[r + {i}, o] = vsum(add(e{i}, o{i})) + m"]
+        return "\n".join(out)
+
+    tiles = []
+    for k, test in ((4, "if left >= 4"), (2, "elif left >= 2"), (1, "else")):
+        tiles.append(_TILE.format(
+            test=test, k=k,
+            zeros="\n".join(f"                e{i} = zeros()\n                o{i} = zeros()"
+                            for i in range(k)),
+            even=lines("e", "b", k), odd=lines("o", "(b + 1)", k), store=store(k)))
+    return _RANGE.format(tiles="".join(tiles))
 
 
 def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Callable:
@@ -317,66 +365,47 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
     from numba import njit, prange
 
     ops = block_ops(form)
+    tasks_of = njit(inline="always")(tasks)
     parts = kernels._tiled_intrinsics()
     namespace = dict(
-        codes=ops[("codes_q8", "codes_q4_0", "codes_q4_1")[kind]],
+        load_codes=ops[("codes_q8", "codes_q4_0", "codes_q4_1")[kind]],
         dot=ops["dot_unsigned" if kind == 2 else "dot_signed"],
         splat=ops["splat"], zeros=ops["zeros"], add=ops["add"],
-        fma=parts["fma"], vsum=parts["vsum"])
-    if kind == 2:
-        def min_term(mw, sx, r, nb):  # pragma: no cover - compiled
-            m = np.float32(0)
-            for b in range(nb):
-                m = m + mw[b] * sx[r, b]
-            return m
-    else:
-        def min_term(mw, sx, r, nb):  # pragma: no cover - compiled
-            return np.float32(0)
-    namespace["min_term"] = njit(inline="always")(min_term)
-    tiles = {}
-    for k in (4, 2, 1):
-        exec(_tile_source(k), namespace)  # noqa: S102 - our own template, no outside input
-        tiles[k] = njit(inline="always")(namespace[f"tile{k}"])
-    tile4, tile2, tile1 = tiles[4], tiles[2], tiles[1]
-    with_min = kind == 2
-
-    def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
-        n_out, nb = d16.shape
-        n_rows, n_in = out.shape[0], nb * 32
-        step = codes.shape[1] // nb  # code bytes per block
-        flat = codes.reshape(-1)
-        for t in prange((n_out + TASK_OUTS - 1) // TASK_OUTS):
-            dw = np.empty(nb, np.float32)
-            mw = np.zeros(nb, np.float32)
-            for o in range(t * TASK_OUTS, min(n_out, (t + 1) * TASK_OUTS)):
-                for b in range(nb):
-                    dw[b] = table[d16[o, b]]
-                    if with_min:
-                        mw[b] = table[m16[o, b]]
-                w0 = o * codes.shape[1]
-                r = 0
-                while r < n_rows:
-                    left = n_rows - r
-                    if left >= 4:
-                        tile4(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o)
-                        r += 4
-                    elif left >= 2:
-                        tile2(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o)
-                        r += 2
-                    else:
-                        tile1(flat, w0, step, nb, dw, mw, xq, dx, sx, r, n_in, out, o)
-                        r += 1
+        fma=parts["fma"], vsum=parts["vsum"], vload=parts["vload"], vzero=parts["vzero"])
+    namespace.update(np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2)
+    exec(_range_source(), namespace)  # noqa: S102 - our own template, no outside input
+    product_range = namespace["product_range"]
 
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
-    got = njit(parallel=True)(product) if parallel else njit(nogil=True)(product)
-    _compiled[key] = got
+    ranged = njit(nogil=True)(product_range)
+
+    if parallel:
+        @njit(parallel=True)
+        def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
+            for t in prange(tasks_of(d16.shape[0])):
+                ranged(codes, d16, m16, table, xq, dx, sx, out, t, t + 1)
+    else:
+        @njit(nogil=True)
+        def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
+            ranged(codes, d16, m16, table, xq, dx, sx, out, 0, tasks_of(d16.shape[0]))
+
+    got = _compiled[key] = product
+    _compiled[("range",) + key[1:]] = ranged
     return got
 
 
-def product_kernel(kind: str, parallel: bool) -> Callable:
-    """The compiled product for weights of `kind` ("q8_0" / "q4_0" / "q4_1"), in this
-    process's lanes form (for compiled callers: the fused forward)."""
-    return _product_kernel(KIND_IDS[kind], parallel)
+def tasks(n_out: int) -> int:
+    """How many tasks of TASK_OUTS outputs `n_out` outputs make."""
+    return (n_out + TASK_OUTS - 1) // TASK_OUTS
+
+
+def range_kernel(kind: str) -> Callable:
+    """The compiled `product_range(codes, d16, m16, table, xq, dx, sx, out, t_lo, t_hi)` for
+    weights of `kind` ("q8_0" / "q4_0" / "q4_1"), in this process's lanes form: the outputs of
+    tasks t_lo .. t_hi - 1 (`tasks(n_out)` in all), for a compiled caller that splits the
+    tasks over threads itself (the fused stack)."""
+    _product_kernel(KIND_IDS[kind], False)
+    return _compiled[("range", KIND_IDS[kind], False, lanes_form())]
 
 
 def block_rows(weight: BlockWeight, rows: np.ndarray, *,

@@ -63,6 +63,7 @@ class Qwen3Model(DecoderBase):
         kernel: str = "auto",
         backend: str | Backend = "host",
         max_prefill_rows: int | None = None,
+        fused: bool | None = None,
     ) -> None:
         self._bind(config, weights, max_batch_rows, kernel, backend)
         # Any R is batch-invariant here (docs/forward.md), so a prompt may go through in
@@ -90,6 +91,19 @@ class Qwen3Model(DecoderBase):
         self._rope_sin = np.zeros((0, rot // 2), self.dtype)
         self._rope_len = 0
         self._taps: tuple[int, ...] = ()
+        # The compiled stack (fused.py): by default wherever it fits (the int8 kernel on a
+        # dense model whose layer matrices are all in ggml blocks); fused=False keeps the
+        # NumPy layers, fused=True insists.
+        self._fused = None
+        if fused is None or fused:
+            from onebit.models import fused as fused_stack
+
+            reason = fused_stack.unfit_reason(self)
+            if reason is None:
+                self._fused = fused_stack.FusedStack(self)
+            elif fused:
+                raise ValueError(f"fused=True, but this model cannot run the compiled stack: "
+                                 f"{reason}")
         self.reset()
 
     # -- hooks (DecoderBase's, and the RoPE one a family on this forward may change) ----------
@@ -108,10 +122,14 @@ class Qwen3Model(DecoderBase):
         self._k = [np.zeros(kv_shape, self.dtype) for _ in self._full_layers]
         self._v = [np.zeros(kv_shape, self.dtype) for _ in self._full_layers]
         self._gdn = [GDNState.zeros(c, self.dtype) for _ in self._gdn_layers]
+        if self._fused is not None:
+            self._fused.reset()
 
     # -- the forward -------------------------------------------------------------------------
 
     def forward(self, tokens: list[int], pos: int) -> Pass:
+        if self._fused is not None:
+            return self._fused_forward(tokens, pos)
         c, w = self.config, self.weights
         self._ensure_capacity(pos + len(tokens))
         x = np.stack([np.asarray(w.embedding_row(t), dtype=self.dtype) for t in tokens])
@@ -138,6 +156,17 @@ class Qwen3Model(DecoderBase):
             else np.zeros((len(tokens), 0, c.hidden_size), self.dtype)
         )
         return Pass(list(tokens), pos, logits, hidden, tapped, gdn_states)
+
+    def _fused_forward(self, tokens: list[int], pos: int) -> Pass:
+        """`forward` through the compiled stack: embed, every layer in one call (fused.py),
+        then the final norm and the lm_head as the NumPy forward has them."""
+        w = self.weights
+        x = np.stack([np.asarray(w.embedding_row(t), dtype=np.float32) for t in tokens])
+        self._rope_table(pos + len(tokens))
+        x, tapped = self._fused.run(x, pos, self._rope_cos, self._rope_sin, self._taps)
+        hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
+        logits = self._linear(LM_HEAD, self.head_rows(hidden))
+        return Pass(list(tokens), pos, logits, hidden, tapped, [])
 
     def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
         gate = self._linear(p + "mlp.gate_proj.weight", h)

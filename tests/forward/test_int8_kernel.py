@@ -132,8 +132,19 @@ def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
         lanes = [np.float32(lanes[i] + lanes[i + half]) for i in range(half)]
     m = np.float32(0)
     if weight.kind == "q4_1":
-        for b in range(nb):
-            m = np.float32(m + np.float32(table[weight.m[o, b]] * sx[0, b]))
+        def fma(a, b, c):
+            return _f32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
+
+        whole = nb - nb % 16
+        mins = [np.float32(0)] * 16
+        for b in range(whole):
+            mins[b % 16] = fma(table[weight.m[o, b]], sx[0, b], mins[b % 16])
+        while len(mins) > 1:
+            half = len(mins) // 2
+            mins = [np.float32(mins[i] + mins[i + half]) for i in range(half)]
+        m = mins[0]
+        for b in range(whole, nb):
+            m = fma(table[weight.m[o, b]], sx[0, b], m)
     return np.float32(lanes[0] + m)
 
 
@@ -141,8 +152,14 @@ def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
 def test_kernel_computes_the_documented_formula(kind):
     """Every output equals, bit for bit, the module docstring's formula computed independently
     (exact four-product lanes, even and odd block accumulators, fma rounded once, the halving
-    tree, q4_1's min term): on 3 blocks (an odd count) with the extreme codes present."""
-    out, n_in = 6, 96
+    tree, q4_1's min term in 16 lanes and a tail): on 3 and 19 blocks (odd counts) with the
+    extreme codes present."""
+    for n_in in (96, 608):
+        _check_formula(kind, n_in)
+
+
+def _check_formula(kind: str, n_in: int) -> None:
+    out = 6
     raw = random_blocks(kind, out, n_in, seed=5)
     weight = blocks.BlockWeight.from_stored(raw, kind, (out, n_in))
     if kind == "q8_0":

@@ -1,0 +1,343 @@
+"""The compiled decoder stack: every layer of a dense Llama / Qwen3 forward in one numba call.
+
+On the integer kernel (`kernel="int8"`) with every layer's seven matrices stored in ggml blocks
+(q8_0 / q4_0 / q4_1, as a GGUF file keeps them), `Qwen3Model.forward` hands the whole stack to
+`FusedStack.run`: one compiled function walks the layers, and per layer runs
+
+    h = norm(x);  [q | k | v] = h W_qkv (+ bias);  q, k = norm per head (Qwen3), RoPE
+    K[pos + i], V[pos + i] = k_i, v_i;  a_i = softmax(q_i K[0 .. pos + i]^T / sqrt(D)) V[..]
+    x += a W_o (+ bias);  h = norm(x);  [g | u] = h W_gu;  x += (silu(g) * u) W_down
+
+with the integer kernel's products (int8_kernel.py: activations quantised once per product
+input, so q, k and v share one quantisation, and gate and up another; the q/k/v rows and the
+gate/up rows are stacked into one weight each at load, which changes no output's bits: each
+output is its own dot product). What the Python forward spent on dozens of NumPy calls a layer
+(norms, RoPE, the attention's per-row products, the softmax, SiLU) runs here compiled, and a
+token costs one call for the stack, one for the lm_head.
+
+Every value is float32 and computed per row in a fixed order, so a row's bits do not depend on
+the batch (the base contract's B-checks hold bit for bit; tests/models/test_fused.py):
+- norm: s = sum of x_j^2 in index order; x_j * (1 / sqrt(s / H + eps)) * w_j, rounded per step;
+- RoPE: rotate-half with the model's cos / sin tables (its `_rope_table`), per element;
+- scores: s_t = sum_d q_d K[t, d] in d order, times 1 / sqrt(D); p_t = exp(s_t - max) in
+  float32; z = sum_t p_t in t order; a_d = (sum_t p_t V[t, d] in t order) / z;
+- silu(g) = g / (1 + exp(-g)).
+The layout that makes these loops vectorise without reordering a sum: K is kept transposed per
+head (`[D, capacity]`: the scores of all positions advance together over d) and V by position
+(`[capacity, D]`: the output advances over d).
+
+The unfused path (NumPy attention, float64 scores) stays: other kernels, Qwen3.5's gated
+attention and GDN layers, partial RoPE and float weights run it, and `fused=False` asks for it.
+The two integer paths differ only by float rounding in the attention and norms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from onebit.models import int8_kernel
+from onebit.models.blocks import BlockWeight
+
+_compiled: dict[object, Callable] = {}
+
+ATTENTION = ("q_proj", "k_proj", "v_proj")
+MLP_IN = ("gate_proj", "up_proj")
+
+
+def _stacked(parts: list[BlockWeight]) -> BlockWeight:
+    """One block weight whose rows are `parts`' rows in order (one kind, one input width)."""
+    first = parts[0]
+    out = sum(p.shape[0] for p in parts)
+    return BlockWeight(first.kind, (out, first.shape[1]),
+                       np.concatenate([p.codes for p in parts]),
+                       np.concatenate([p.d for p in parts]),
+                       np.concatenate([p.m for p in parts]))
+
+
+def _layer_stack(weights: list[BlockWeight]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`(codes [L, out, bytes], d [L, out, nb], m [L, out, nb or 0])` of one weight per layer."""
+    return (np.ascontiguousarray(np.stack([w.codes for w in weights])),
+            np.ascontiguousarray(np.stack([w.d for w in weights])),
+            np.ascontiguousarray(np.stack([w.m for w in weights])))
+
+
+def unfit_reason(model) -> str | None:
+    """Why `model` cannot run the compiled stack (None: it can)."""
+    c = model.config
+    if not getattr(model.backend, "reads_blocks", False) or model.backend.name != "host":
+        return "the compiled stack runs on the host backend's int8 kernel only"
+    if any(t != "full_attention" for t in c.layer_types):
+        return "it has layers other than full attention"
+    if c.gated_attention:
+        return "its attention is gated"
+    if c.rotary_dim != c.head_dim or c.head_dim % 2:
+        return "its RoPE rotates part of each head"
+    if model.dtype != np.float32:
+        return "its compute dtype is not float32"
+    names = [f"model.layers.{i}.{part}.weight" for i in range(c.num_hidden_layers)
+             for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                          "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+    kinds = {name: model.weights.kind(name) for name in names}
+    if any(kind not in int8_kernel.KIND_IDS for kind in kinds.values()):
+        return "not every layer matrix is stored in q8_0 / q4_0 / q4_1 blocks"
+    for i in range(c.num_hidden_layers):
+        p = f"model.layers.{i}."
+        for group in (ATTENTION, MLP_IN):
+            where = "self_attn." if group is ATTENTION else "mlp."
+            if len({kinds[f"{p}{where}{n}.weight"] for n in group}) > 1:
+                return f"layer {i}'s {'/'.join(group)} are stored in different block kinds"
+    return None
+
+
+class FusedStack:
+    """The layer weights of a model, stacked for the compiled stack, and its KV caches."""
+
+    def __init__(self, model) -> None:
+        c, w = model.config, model.weights
+        self.model = model
+        L, D = c.num_hidden_layers, c.head_dim
+        self.shape = (c.num_attention_heads, c.num_key_value_heads, D)
+        groups: dict[str, list[BlockWeight]] = {"qkv": [], "o": [], "gu": [], "down": []}
+        for i in range(L):
+            p = f"model.layers.{i}."
+            groups["qkv"].append(_stacked([w.block_weight(f"{p}self_attn.{n}.weight")
+                                           for n in ATTENTION]))
+            groups["o"].append(w.block_weight(f"{p}self_attn.o_proj.weight"))
+            groups["gu"].append(_stacked([w.block_weight(f"{p}mlp.{n}.weight")
+                                          for n in MLP_IN]))
+            groups["down"].append(w.block_weight(f"{p}mlp.down_proj.weight"))
+        # consecutive layers with the same kinds run in one call (all of them, in a file
+        # quantised one way); a mixed file runs in a few
+        self.runs: list[tuple[int, int, tuple[str, ...]]] = []
+        for i in range(L):
+            kinds = tuple(groups[g][i].kind for g in ("qkv", "o", "gu", "down"))
+            if self.runs and self.runs[-1][2] == kinds:
+                self.runs[-1] = (self.runs[-1][0], i + 1, kinds)
+            else:
+                self.runs.append((i, i + 1, kinds))
+        self.stacks = {(start, g): _layer_stack(groups[g][start:end])
+                       for start, end, _ in self.runs for g in groups}
+        norms = model._norms
+
+        def rows(name: str) -> np.ndarray:
+            return np.ascontiguousarray(np.stack([
+                norms.get(f"model.layers.{i}.{name}", np.zeros(0, np.float32))
+                for i in range(L)]).astype(np.float32))
+
+        self.in_norm = rows("input_layernorm.weight")
+        self.post_norm = rows("post_attention_layernorm.weight")
+        self.q_norm = rows("self_attn.q_norm.weight")  # [L, 0] without q/k norms
+        self.k_norm = rows("self_attn.k_norm.weight")
+
+        def biases(parts: tuple[str, ...]) -> np.ndarray:
+            names = [[f"model.layers.{i}.self_attn.{n}.bias" for n in parts] for i in range(L)]
+            if not all(name in w.names() for name in names[0]):
+                return np.zeros((L, 0), np.float32)
+            return np.ascontiguousarray(np.stack([
+                np.concatenate([w.get(name) for name in layer]) for layer in names
+            ]).astype(np.float32))
+
+        self.qkv_bias = biases(ATTENTION)
+        self.o_bias = biases(("o_proj",))
+        self.eps = np.float32(c.rms_norm_eps)
+        self.parallel = True
+        self.reset()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stacked layer weights (what one token reads, without the lm_head)."""
+        return sum(a.nbytes for stack in self.stacks.values() for a in stack)
+
+    def reset(self) -> None:
+        L = self.model.config.num_hidden_layers
+        Hq, Hkv, D = self.shape
+        self.capacity = 64
+        self.keys = np.zeros((L, Hkv, D, self.capacity), np.float32)  # K transposed per head
+        self.values = np.zeros((L, Hkv, self.capacity, D), np.float32)
+
+    def ensure_capacity(self, length: int) -> None:
+        if length <= self.capacity:
+            return
+        new = max(length, 2 * self.capacity)
+        keys = np.zeros(self.keys.shape[:3] + (new,), np.float32)
+        keys[..., : self.capacity] = self.keys
+        values = np.zeros(self.values.shape[:2] + (new, self.values.shape[3]), np.float32)
+        values[:, :, : self.capacity] = self.values
+        self.keys, self.values, self.capacity = keys, values, new
+
+    def run(self, x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray,
+            taps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Run every layer on residual rows `x` `[R, H]` (float32, updated in place) at
+        positions pos .. pos+R-1, writing their K / V rows; `(x, tapped [R, len(taps), H])`."""
+        L = self.model.config.num_hidden_layers
+        R = x.shape[0]
+        self.ensure_capacity(pos + R)
+        tap_slot = np.full(L, -1, np.int64)
+        for n, layer in enumerate(taps):
+            tap_slot[layer] = n
+        tapped = np.zeros((R, len(taps), x.shape[1]), np.float32)
+        table = int8_kernel.f16_table()
+        Hq, Hkv, D = self.shape
+        for start, end, kinds in self.runs:
+            qkv, o, gu, down = (self.stacks[(start, g)] for g in ("qkv", "o", "gu", "down"))
+            stack_kernel(kinds, self.parallel)(
+                x, pos, start, end, tap_slot, tapped,
+                self.in_norm, self.post_norm, self.q_norm, self.k_norm, self.eps,
+                *qkv, *o, *gu, *down, table, self.qkv_bias, self.o_bias,
+                cos, sin, self.keys, self.values, Hq, Hkv, D)
+        return x, tapped
+
+
+def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
+    """The compiled stack for layers whose (qkv, o, gate/up, down) weights are of `kinds`."""
+    key = (kinds, parallel, int8_kernel.lanes_form())
+    got = _compiled.get(key)
+    if got is not None:
+        return got
+    from numba import njit, prange
+
+    quantize = int8_kernel.quantize_kernel()
+    # Each product's output tasks are split over threads here, by prange: numba runs a
+    # parallel loop only in the function it is written in (a parallel kernel called from
+    # compiled code runs its loop on one thread, and slowly).
+    range_qkv, range_o, range_gu, range_down = (int8_kernel.range_kernel(k) for k in kinds)
+    tasks = njit(inline="always")(int8_kernel.tasks)
+
+    @njit(nogil=True, inline="always")
+    def norm_row(src, w, eps, dst):  # pragma: no cover - compiled
+        n = src.shape[0]
+        s = np.float32(0)
+        for j in range(n):
+            s += src[j] * src[j]
+        inv = np.float32(1) / np.sqrt(s / np.float32(n) + eps)
+        for j in range(n):
+            dst[j] = src[j] * inv * w[j]
+
+    @njit(parallel=parallel, nogil=True)
+    def stack(x, pos, start, end, tap_slot, tapped, in_norm, post_norm, q_norm, k_norm, eps,
+              c_qkv, d_qkv, m_qkv, c_o, d_o, m_o, c_gu, d_gu, m_gu, c_dn, d_dn, m_dn,
+              table, qkv_bias, o_bias, cos, sin, K, V, Hq, Hkv, D):  # pragma: no cover
+        R, H = x.shape
+        n_qkv = c_qkv.shape[1]
+        inter = c_gu.shape[1] // 2
+        half = D // 2
+        group = Hq // Hkv
+        scale = np.float32(1) / np.sqrt(np.float32(D))
+        h = np.empty((R, H), np.float32)
+        hq = np.empty(R * H, np.int8)
+        hdx = np.empty((R, H // 32), np.float32)
+        hsx = np.empty((R, H // 32), np.float32)
+        qkv = np.empty((R, n_qkv), np.float32)
+        q = np.empty((Hq, D), np.float32)
+        kv = np.empty(D, np.float32)
+        att = np.empty((R, Hq * D), np.float32)
+        aq = np.empty(R * Hq * D, np.int8)
+        adx = np.empty((R, Hq * D // 32), np.float32)
+        asx = np.empty((R, Hq * D // 32), np.float32)
+        proj = np.empty((R, H), np.float32)
+        gu = np.empty((R, 2 * inter), np.float32)
+        act = np.empty((R, inter), np.float32)
+        mq = np.empty(R * inter, np.int8)
+        mdx = np.empty((R, inter // 32), np.float32)
+        msx = np.empty((R, inter // 32), np.float32)
+        scores = np.empty(pos + R, np.float32)
+        acc = np.empty(D, np.float32)
+        for layer in range(start, end):
+            at = layer - start
+            # -- attention ------------------------------------------------------------------
+            for i in range(R):
+                norm_row(x[i], in_norm[layer], eps, h[i])
+            quantize(h, hq, hdx, hsx)
+            for t in prange(tasks(n_qkv)):
+                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hsx, qkv, t, t + 1)
+            if qkv_bias.shape[1]:
+                for i in range(R):
+                    for j in range(n_qkv):
+                        qkv[i, j] = qkv[i, j] + qkv_bias[layer, j]
+            for i in range(R):
+                t_i = pos + i
+                for hh in range(Hq + 2 * Hkv):  # q heads, then k heads, then v heads
+                    src = qkv[i, hh * D:(hh + 1) * D]
+                    if hh < Hq + Hkv:
+                        dst = q[hh] if hh < Hq else kv
+                        if q_norm.shape[1]:
+                            norm_row(src, q_norm[layer] if hh < Hq else k_norm[layer], eps,
+                                     dst)
+                        else:
+                            dst[:] = src
+                        for j in range(half):  # rotate-half RoPE, in place
+                            x1, x2 = dst[j], dst[j + half]
+                            dst[j] = x1 * cos[t_i, j] - x2 * sin[t_i, j]
+                            dst[j + half] = x2 * cos[t_i, j] + x1 * sin[t_i, j]
+                        if hh >= Hq:
+                            for d in range(D):
+                                K[layer, hh - Hq, d, t_i] = kv[d]
+                    else:
+                        kvh = hh - Hq - Hkv
+                        for d in range(D):
+                            V[layer, kvh, t_i, d] = src[d]
+                # row i attends to positions 0 .. pos+i, exactly as a step there would
+                n = t_i + 1
+                for head in range(Hq):
+                    kvh = head // group
+                    kt = K[layer, kvh]
+                    for t in range(n):
+                        scores[t] = np.float32(0)
+                    for d in range(D):  # all positions advance together: vectorises over t
+                        qd = q[head, d]
+                        row = kt[d]
+                        for t in range(n):
+                            scores[t] += qd * row[t]
+                    top = np.float32(-np.inf)
+                    for t in range(n):
+                        scores[t] *= scale
+                        if scores[t] > top:
+                            top = scores[t]
+                    z = np.float32(0)
+                    for t in range(n):
+                        e = np.exp(scores[t] - top)
+                        scores[t] = e
+                        z += e
+                    for d in range(D):
+                        acc[d] = np.float32(0)
+                    vh = V[layer, kvh]
+                    for t in range(n):
+                        p = scores[t]
+                        vt = vh[t]
+                        for d in range(D):
+                            acc[d] += p * vt[d]
+                    for d in range(D):
+                        att[i, head * D + d] = acc[d] / z
+            quantize(att, aq, adx, asx)
+            for t in prange(tasks(H)):
+                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, asx, proj, t, t + 1)
+            for i in range(R):
+                for j in range(H):
+                    value = proj[i, j]
+                    if o_bias.shape[1]:
+                        value = value + o_bias[layer, j]
+                    x[i, j] = x[i, j] + value
+            # -- MLP ------------------------------------------------------------------------
+            for i in range(R):
+                norm_row(x[i], post_norm[layer], eps, h[i])
+            quantize(h, hq, hdx, hsx)
+            for t in prange(tasks(2 * inter)):
+                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hsx, gu, t, t + 1)
+            for i in range(R):
+                for j in range(inter):
+                    g = gu[i, j]
+                    act[i, j] = g / (np.float32(1) + np.exp(-g)) * gu[i, inter + j]
+            quantize(act, mq, mdx, msx)
+            for t in prange(tasks(H)):
+                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, msx, proj, t, t + 1)
+            for i in range(R):
+                for j in range(H):
+                    x[i, j] = x[i, j] + proj[i, j]
+            if tap_slot[layer] >= 0:
+                for i in range(R):
+                    tapped[i, tap_slot[layer]] = x[i]
+
+    _compiled[key] = stack
+    return stack
