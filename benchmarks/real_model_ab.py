@@ -2,7 +2,7 @@
 `peer_ab.py` (its code in `peer_real.py`). This runs that section alone.
 
     .venv/bin/python benchmarks/real_model_ab.py [--model FILE.gguf] [--rounds 3]
-                                                 [--tokens 32] [--threads 2]
+                                                 [--tokens 40] [--threads 2]
                                                  [--skip-transformers]
 
 is `peer_ab.py --no-fabricated` with the same options (`--skip-transformers` is
