@@ -22,9 +22,12 @@ After them: the summary of the targets (`TARGETS`), per onebit arm.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,8 +134,10 @@ class TransformersReal:
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
         self.torch = torch
-        self.model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+        # its GGUF dequantiser draws a progress bar on stderr that transformers' switch misses
+        with contextlib.redirect_stderr(io.StringIO()):
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
         unique = {p.data_ptr(): p for p in self.model.parameters()}  # a tied matrix once
         self.bytes_per_token = sum(p.numel() * p.element_size() for p in unique.values())
         embedding = self.model.get_input_embeddings().weight
@@ -141,7 +146,10 @@ class TransformersReal:
 
     def generate(self, prompt: list[int], n: int, lookup: bool = False):
         torch = self.torch
-        with torch.inference_mode():
+        with torch.inference_mode(), warnings.catch_warnings():
+            # newer releases rename past_key_values and warn on every step; the peer extra's
+            # oldest (5.2) knows only that name
+            warnings.simplefilter("ignore", FutureWarning)
             start = time.perf_counter()
             out = self.model(torch.tensor([prompt]), use_cache=True)
             token = int(out.logits[0, -1].argmax())
