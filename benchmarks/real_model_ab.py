@@ -22,7 +22,7 @@ import peer_ab  # noqa: E402  (beside this file)
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = ["--no-transformers" if a == "--skip-transformers" else a for a in argv]
-    if "--rounds" not in argv:
+    if not any(a == "--rounds" or a.startswith("--rounds=") for a in argv):
         argv += ["--rounds", "3"]  # this script's old default
     peer_ab.main(["--no-fabricated", *argv])
 
