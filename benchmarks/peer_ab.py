@@ -2,12 +2,22 @@
 
     .venv/bin/python benchmarks/peer_ab.py [--quick] [--rounds 5] [--tokens 96] [--threads 2]
                                            [--kernel auto] [--no-llama] [--llama-cpp-src DIR]
+                                           [--no-transformers] [--no-fabricated] [--no-real]
+                                           [--model FILE.gguf]
                                            [--hidden 1024 --layers 4 --intermediate 2816
                                             --vocab 8192]
 
-Fabricates a Qwen3 (by default hidden 1024, 4 layers, intermediate 2816, vocab 8192: 46.1 M
-parameters) twice from one seed: a HuggingFace float32 checkpoint and its Q4NX container. The
-engines, every one pinned to the same number of threads (--threads, default 2):
+Two sections, each skipped with its option: the fabricated model (--no-fabricated), then a
+real GGUF file (--no-real; benchmarks/peer_real.py): SmolLM2-135M-Instruct Q4_1 from onebit's
+model cache when it is there, or the file --model names, read without conversion by onebit
+(float32 and int8), transformers and llama.cpp, with prompt lookup in onebit and llama.cpp, a
+logits cross-check and the summary of the targets. Its decode is --tokens tokens when given,
+else 40 (32 with --quick).
+
+The fabricated section. Fabricates a Qwen3 (by default hidden 1024, 4 layers, intermediate
+2816, vocab 8192: 46.1 M parameters) twice from one seed: a HuggingFace float32 checkpoint and
+its Q4NX container. The engines, every one pinned to the same number of threads (--threads,
+default 2):
 - onebit on the float checkpoint and on the Q4NX container (`onebit.run`, `load_model`);
 - transformers (CPU torch, float32) on the float checkpoint (`generate`, greedy);
 - llama.cpp through llama-cpp-python (the `bench` extra): the float checkpoint converted to an
@@ -58,6 +68,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--kernel", default="auto", help="onebit's kernel: auto, numba, numpy")
     parser.add_argument("--no-llama", action="store_true", help="leave the llama.cpp arm out")
+    parser.add_argument("--no-transformers", action="store_true",
+                        help="leave the transformers arm out")
+    parser.add_argument("--no-fabricated", action="store_true",
+                        help="skip the fabricated-model section")
+    parser.add_argument("--no-real", action="store_true", help="skip the real-GGUF section")
+    parser.add_argument("--model", type=Path,
+                        help="the real section's GGUF file (default: SmolLM2-135M-Instruct "
+                             "Q4_1 in onebit's model cache, the section skipped if absent)")
     parser.add_argument("--llama-cpp-src", type=Path,
                         help="a llama.cpp tree holding convert_hf_to_gguf.py (default: "
                              "$LLAMA_CPP_SRC, else the installed version's sdist)")
@@ -67,6 +85,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--intermediate", type=int, default=2816)
     parser.add_argument("--vocab", type=int, default=8192)
     args = parser.parse_args(argv)
+    args.real_tokens = args.tokens or (32 if args.quick else 40)
     args.rounds = args.rounds or (2 if args.quick else 5)
     args.tokens = args.tokens or (32 if args.quick else 96)
     args.bandwidth_mib = args.bandwidth_mib or (512 if args.quick else 1024)
@@ -74,6 +93,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, name) < 1 or (name == "tokens" and args.tokens < 2):
             parser.error(f"--{name.replace('_', '-')} must be at least "
                          f"{2 if name == 'tokens' else 1}, got {getattr(args, name)}")
+    if args.model is not None and not args.model.is_file():
+        parser.error(f"--model {args.model}: no such file")
+    if args.no_fabricated and args.no_real:
+        parser.error("--no-fabricated and --no-real leave nothing to run")
     return args
 
 
@@ -351,12 +374,15 @@ def build_engines(args, work: Path) -> tuple[list, list, int]:
     container = fabricate_model(work / "q4nx", "qwen3", quantized=True, **sizes)
     onebit_f32 = OnebitEngine(checkpoint, "float32", args.kernel)
     engines, speculating = [onebit_f32], [onebit_f32]
-    try:
-        hf = TransformersEngine(checkpoint, args.threads)
-        engines.append(hf)
-        speculating.append(hf)
-    except ImportError as error:
-        print(f"transformers arm skipped: {error} (install the peer extra)")
+    if args.no_transformers:
+        print("transformers arm skipped: --no-transformers")
+    else:
+        try:
+            hf = TransformersEngine(checkpoint, args.threads)
+            engines.append(hf)
+            speculating.append(hf)
+        except ImportError as error:
+            print(f"transformers arm skipped: {error} (install the peer extra)")
     llama = []
     if args.no_llama:
         print("llama.cpp arm skipped: --no-llama")
@@ -371,10 +397,7 @@ def build_engines(args, work: Path) -> tuple[list, list, int]:
     return engines, speculating, onebit_f32.parameters()
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    pin_threads(args.threads)
-    sys.path.insert(0, str(HERE))  # forward_ab and peer_llama beside this file
+def fabricated_section(args) -> None:
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -399,6 +422,32 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nPrompt-lookup speculation, k = {LOOKUP_K}, repetitive {PROMPT_LEN}-token prompt "
           "(a 9-token phrase repeated), decode time only:\n")
     print("\n".join(speculation_table(spec)))
+
+
+def real_section(args) -> None:
+    import peer_real
+
+    if args.model is None:
+        args.model = peer_real.default_model()
+        if not args.model.is_file():
+            print(f"\nreal-model section skipped: {args.model} is not cached "
+                  "(`onebit pull smollm2`, or --model FILE.gguf)")
+            return
+    peer_real.run(args, lambda: read_bandwidth_gbps(args.bandwidth_mib, args.threads))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    pin_threads(args.threads)
+    sys.path.insert(0, str(HERE))  # forward_ab, peer_llama and peer_real beside this file
+    if args.no_fabricated:
+        print("fabricated-model section skipped: --no-fabricated")
+    else:
+        fabricated_section(args)
+    if args.no_real:
+        print("\nreal-model section skipped: --no-real")
+    else:
+        real_section(args)
 
 
 if __name__ == "__main__":
