@@ -19,12 +19,13 @@ Every value is float32 and computed per row in a fixed order, so a row's bits do
 the batch (the base contract's B-checks hold bit for bit; tests/models/test_fused.py):
 - norm: s = sum of x_j^2 in index order; x_j * (1 / sqrt(s / H + eps)) * w_j, rounded per step;
 - RoPE: rotate-half with the model's cos / sin tables (its `_rope_table`), per element;
-- scores: s_t = sum_d q_d K[t, d] in d order, times 1 / sqrt(D); p_t = exp(s_t - max) in
-  float32; z = sum_t p_t in t order; a_d = (sum_t p_t V[t, d] in t order) / z;
+- scores: s_t = tree(lanes) * (1 / sqrt(D)), the 16 lanes j = fma(q_d, K[t, d], j) over
+  d = j, j + 16, .. in order (kernels.py's vector fma and halving tree; D a multiple of 16);
+  p_t = exp(s_t - max) in float32; z = sum_t p_t in t order; a_d = (sum_t p_t V[t, d] in t
+  order) / z, each a_d on its own (the loop over d vectorises without reordering a sum);
 - silu(g) = g / (1 + exp(-g)).
-The layout that makes these loops vectorise without reordering a sum: K is kept transposed per
-head (`[D, capacity]`: the scores of all positions advance together over d) and V by position
-(`[capacity, D]`: the output advances over d).
+The (row, head) pairs of a layer's attention are independent, so they are split over threads
+like the products' outputs.
 
 The unfused path (NumPy attention, float64 scores) stays: other kernels, Qwen3.5's gated
 attention and GDN layers, partial RoPE and float weights run it, and `fused=False` asks for it.
@@ -37,12 +38,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onebit.models import int8_kernel
+from onebit.models import int8_kernel, kernels
 from onebit.models.blocks import BlockWeight
 
 _compiled: dict[object, Callable] = {}
 
 ATTENTION = ("q_proj", "k_proj", "v_proj")
+LANES = kernels.VECTOR_BYTES // 4  # float32 lanes of one score's dot product
 MLP_IN = ("gate_proj", "up_proj")
 
 
@@ -72,8 +74,10 @@ def unfit_reason(model) -> str | None:
         return "it has layers other than full attention"
     if c.gated_attention:
         return "its attention is gated"
-    if c.rotary_dim != c.head_dim or c.head_dim % 2:
+    if c.rotary_dim != c.head_dim:
         return "its RoPE rotates part of each head"
+    if c.head_dim % LANES:
+        return f"its head_dim {c.head_dim} is not a multiple of {LANES}"
     if model.dtype != np.float32:
         return "its compute dtype is not float32"
     names = [f"model.layers.{i}.{part}.weight" for i in range(c.num_hidden_layers)
@@ -154,17 +158,19 @@ class FusedStack:
         L = self.model.config.num_hidden_layers
         Hq, Hkv, D = self.shape
         self.capacity = 64
-        self.keys = np.zeros((L, Hkv, D, self.capacity), np.float32)  # K transposed per head
+        self.keys = np.zeros((L, Hkv, self.capacity, D), np.float32)
         self.values = np.zeros((L, Hkv, self.capacity, D), np.float32)
 
     def ensure_capacity(self, length: int) -> None:
         if length <= self.capacity:
             return
         new = max(length, 2 * self.capacity)
-        keys = np.zeros(self.keys.shape[:3] + (new,), np.float32)
-        keys[..., : self.capacity] = self.keys
-        values = np.zeros(self.values.shape[:2] + (new, self.values.shape[3]), np.float32)
-        values[:, :, : self.capacity] = self.values
+        grown = []
+        for cache in (self.keys, self.values):
+            bigger = np.zeros(cache.shape[:2] + (new, cache.shape[3]), np.float32)
+            bigger[:, :, : self.capacity] = cache
+            grown.append(bigger)
+        keys, values = grown
         self.keys, self.values, self.capacity = keys, values, new
 
     def run(self, x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray,
@@ -204,6 +210,8 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     # compiled code runs its loop on one thread, and slowly).
     range_qkv, range_o, range_gu, range_down = (int8_kernel.range_kernel(k) for k in kinds)
     tasks = njit(inline="always")(int8_kernel.tasks)
+    parts = kernels._tiled_intrinsics()
+    vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
 
     @njit(nogil=True, inline="always")
     def norm_row(src, w, eps, dst):  # pragma: no cover - compiled
@@ -230,8 +238,7 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
         hdx = np.empty((R, H // 32), np.float32)
         hsx = np.empty((R, H // 32), np.float32)
         qkv = np.empty((R, n_qkv), np.float32)
-        q = np.empty((Hq, D), np.float32)
-        kv = np.empty(D, np.float32)
+        q = np.empty((R, Hq, D), np.float32)
         att = np.empty((R, Hq * D), np.float32)
         aq = np.empty(R * Hq * D, np.int8)
         adx = np.empty((R, Hq * D // 32), np.float32)
@@ -242,8 +249,6 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
         mq = np.empty(R * inter, np.int8)
         mdx = np.empty((R, inter // 32), np.float32)
         msx = np.empty((R, inter // 32), np.float32)
-        scores = np.empty(pos + R, np.float32)
-        acc = np.empty(D, np.float32)
         for layer in range(start, end):
             at = layer - start
             # -- attention ------------------------------------------------------------------
@@ -256,12 +261,12 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     for j in range(n_qkv):
                         qkv[i, j] = qkv[i, j] + qkv_bias[layer, j]
-            for i in range(R):
+            for i in range(R):  # q, k, v of every row; K / V rows written at pos + i
                 t_i = pos + i
                 for hh in range(Hq + 2 * Hkv):  # q heads, then k heads, then v heads
                     src = qkv[i, hh * D:(hh + 1) * D]
                     if hh < Hq + Hkv:
-                        dst = q[hh] if hh < Hq else kv
+                        dst = q[i, hh] if hh < Hq else K[layer, hh - Hq, t_i]
                         if q_norm.shape[1]:
                             norm_row(src, q_norm[layer] if hh < Hq else k_norm[layer], eps,
                                      dst)
@@ -271,45 +276,38 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                             x1, x2 = dst[j], dst[j + half]
                             dst[j] = x1 * cos[t_i, j] - x2 * sin[t_i, j]
                             dst[j + half] = x2 * cos[t_i, j] + x1 * sin[t_i, j]
-                        if hh >= Hq:
-                            for d in range(D):
-                                K[layer, hh - Hq, d, t_i] = kv[d]
                     else:
-                        kvh = hh - Hq - Hkv
-                        for d in range(D):
-                            V[layer, kvh, t_i, d] = src[d]
-                # row i attends to positions 0 .. pos+i, exactly as a step there would
-                n = t_i + 1
-                for head in range(Hq):
-                    kvh = head // group
-                    kt = K[layer, kvh]
-                    for t in range(n):
-                        scores[t] = np.float32(0)
-                    for d in range(D):  # all positions advance together: vectorises over t
-                        qd = q[head, d]
-                        row = kt[d]
-                        for t in range(n):
-                            scores[t] += qd * row[t]
-                    top = np.float32(-np.inf)
-                    for t in range(n):
-                        scores[t] *= scale
-                        if scores[t] > top:
-                            top = scores[t]
-                    z = np.float32(0)
-                    for t in range(n):
-                        e = np.exp(scores[t] - top)
-                        scores[t] = e
-                        z += e
+                        V[layer, hh - Hq - Hkv, t_i, :] = src
+            # Row i attends to positions 0 .. pos+i, exactly as a step there would; the rows
+            # and heads are independent, so they are split over threads.
+            for task in prange(R * Hq):
+                i, head = task // Hq, task % Hq
+                n = pos + i + 1
+                kh, vh, qh = K[layer, head // group], V[layer, head // group], q[i, head]
+                scores = np.empty(n, np.float32)
+                top = np.float32(-np.inf)
+                for t in range(n):
+                    kt = kh[t]
+                    lanes = vzero(qh)
+                    for d in range(0, D, LANES):
+                        lanes = fma(vload(qh, d), vload(kt, d), lanes)
+                    s = vsum(lanes) * scale
+                    scores[t] = s
+                    if s > top:
+                        top = s
+                z = np.float32(0)
+                for t in range(n):
+                    e = np.exp(scores[t] - top)
+                    scores[t] = e
+                    z += e
+                acc = np.zeros(D, np.float32)
+                for t in range(n):
+                    p = scores[t]
+                    vt = vh[t]
                     for d in range(D):
-                        acc[d] = np.float32(0)
-                    vh = V[layer, kvh]
-                    for t in range(n):
-                        p = scores[t]
-                        vt = vh[t]
-                        for d in range(D):
-                            acc[d] += p * vt[d]
-                    for d in range(D):
-                        att[i, head * D + d] = acc[d] / z
+                        acc[d] += p * vt[d]
+                for d in range(D):
+                    att[i, head * D + d] = acc[d] / z
             quantize(att, aq, adx, asx)
             for t in prange(tasks(H)):
                 range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, asx, proj, t, t + 1)

@@ -24,11 +24,12 @@ The integer sums are exact whatever instruction computes them, and the float ste
 fixed order per (row, output), compiled without fastmath; nothing of one row enters another
 row's result. So a row's bits do not depend on the batch: a verify of 8 rows gives, row for
 row, what 8 steps give (tests/forward/test_int8_kernel.py proves it for 1..16 rows), and they
-do not depend on the machine either: with AVX-512 VNNI or AVX-VNNI each v_b is one `vpdpbusd`
+do not depend on the machine either: with AVX-VNNI each v_b is one 256-bit `vpdpbusd`
 (unsigned codes times signed activations, four products a lane: the q8_0 / q4_0 codes go in as
-|c| with the activation's sign flipped where c < 0, as llama.cpp does), elsewhere LLVM's
-portable form of the same four-product lanes (`lanes_form()` says which; the two are compared
-bit for bit in the tests).
+|c| with the activation's sign flipped where c < 0, as llama.cpp does), with AVX-512 VNNI one
+512-bit `vpdpbusd` makes two blocks' lanes and one 16-lane fma updates e and o together, and
+elsewhere LLVM's portable form computes the same four-product lanes (`lanes_form()` says which;
+the three are compared bit for bit in the tests).
 
 Against the float path (the weight dequantised, times the unquantised row) the only new error is
 the activation's rounding, at most dx_b / 2 per element: |Y_int - Y_float| is bounded by
@@ -72,10 +73,11 @@ def f16_table() -> np.ndarray:
     return table
 
 
-def host_has_vnni() -> bool:
+def host_has_vnni(wide: bool = False) -> bool:
     """Whether numba compiles for a CPU with a 256-bit `vpdpbusd` (AVX-VNNI, or AVX-512 VNNI
-    with VL)."""
-    got = _compiled.get("vnni")
+    with VL), or with `wide`, the 512-bit one (AVX-512 VNNI and BW)."""
+    key = ("vnni", wide)
+    got = _compiled.get(key)
     if got is None:
         import llvmlite.binding as ll
         from numba.core import config
@@ -83,21 +85,29 @@ def host_has_vnni() -> bool:
         if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES:
             got = False  # compiling for another CPU than this one: stay portable
         else:
-            features = ll.get_host_cpu_features()
-            got = bool(features.get("avxvnni")
-                       or (features.get("avx512vnni") and features.get("avx512vl")))
-        _compiled["vnni"] = got
+            f = ll.get_host_cpu_features()
+            if wide:
+                got = bool(f.get("avx512vnni") and f.get("avx512bw") and f.get("avx512vl"))
+            else:
+                got = bool(f.get("avxvnni") or (f.get("avx512vnni") and f.get("avx512vl")))
+        _compiled[key] = got
     return got
 
 
+FORMS = ("vnni512", "vnni", "portable")
+
+
 def lanes_form() -> str:
-    """"vnni" or "portable": how this process computes the four-product lanes."""
+    """How this process computes the four-product lanes: "vnni512" (two blocks a 512-bit
+    `vpdpbusd`), "vnni" (one block a 256-bit one) or "portable"; the best the CPU has unless
+    `ONEBIT_INT8_LANES` names a lesser one. All three give the same bits."""
     wanted = os.environ.get(LANES_ENV, "").strip().lower()
-    if wanted not in ("", "vnni", "portable"):
-        raise ValueError(f"{LANES_ENV}={wanted!r}: expected 'vnni' or 'portable'")
-    if wanted == "portable" or not host_has_vnni():
-        return "portable"
-    return "vnni"
+    if wanted not in ("", *FORMS):
+        raise ValueError(f"{LANES_ENV}={wanted!r}: expected one of {FORMS}")
+    for form in FORMS[FORMS.index(wanted) if wanted else 0:]:
+        if form == "portable" or host_has_vnni(wide=form == "vnni512"):
+            return form
+    return "portable"
 
 
 def _vec(dtype_name: str, n: int):
@@ -161,7 +171,7 @@ def block_ops(form: str) -> dict[str, object]:
 
     def four_product_lanes(builder, unsigned_a, signed_b):
         """v[l] = sum_k a[4l+k] * b[4l+k], a unsigned 0..128 (as i8 bits), b signed."""
-        if form == "vnni":
+        if form in ("vnni", "vnni512"):
             fnty = ir.FunctionType(v8i32, [v8i32] * 3)
             fn = cgutils.get_or_insert_function(builder.module, fnty,
                                                 "llvm.x86.avx512.vpdpbusd.256")
@@ -244,11 +254,113 @@ def block_ops(form: str) -> dict[str, object]:
 
         return types.none(a, i), codegen
 
-    got = _compiled[("ops", form)] = dict(prefetch=prefetch,
+    wide = _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) if form == "vnni512" else {}
+    got = _compiled[("ops", form)] = dict(**wide, prefetch=prefetch,
         codes_q8=make_codes(None), codes_q4_0=make_codes(8), codes_q4_1=make_codes(0),
         dot_signed=make_dot(True), dot_unsigned=make_dot(False),
         splat=splat, zeros=zeros, add=add)
     return got
+
+
+def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, object]:
+    """The 512-bit forms, two blocks at once, for `block_ops("vnni512")`: `codes2_*(a, i)`
+    (blocks b and b + 1: 64 int8 codes), `dot2_signed / dot2_unsigned(c, b, j)` (16 lanes:
+    block b's 8 then block b + 1's 8, each lane the same four products as `dot_*`),
+    `splat2(s0, s1)` (8 lanes of s0, 8 of s1), `zeros16()`, and `low / high(v)`: a 16-lane
+    vector's halves. A 16-lane accumulator is then the even and odd accumulators side by
+    side: the same lanes, the same fma per lane, so the same bits."""
+    i8, i32 = ir.IntType(8), ir.IntType(32)
+    v64i8, v16i32 = ir.VectorType(i8, 64), ir.VectorType(i32, 16)
+    v16f = ir.VectorType(ir.FloatType(), 16)
+    lanes16, lanes8, codes64 = _vec("float32", 16), _vec("float32", 8), _vec("int8", 64)
+
+    def make_codes(offset: int | None):
+        @intrinsic
+        def codes2(typingctx, a, i):
+            if not byte_array(a) or not isinstance(i, types.Integer):
+                return None
+
+            def codegen(context, builder, sig, args):
+                if offset is None:
+                    return load(context, builder, sig.args[0], args[0], args[1], 64)
+                v = load(context, builder, sig.args[0], args[0], args[1], 32)
+                lo = builder.and_(v, ir.Constant(ir.VectorType(i8, 32), [15] * 32))
+                hi = builder.lshr(v, ir.Constant(ir.VectorType(i8, 32), [4] * 32))
+                order = (list(range(0, 16)) + list(range(32, 48)) + list(range(16, 32))
+                         + list(range(48, 64)))
+                w = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 64), order))
+                if offset:
+                    w = builder.sub(w, ir.Constant(v64i8, [offset] * 64))
+                return w
+
+            return codes64(a, i), codegen
+
+        return codes2
+
+    def make_dot(signed: bool):
+        @intrinsic
+        def dot2(typingctx, c, b, j):
+            if c != codes64 or not byte_array(b) or not isinstance(j, types.Integer):
+                return None
+
+            def codegen(context, builder, sig, args):
+                w = args[0]
+                y = load(context, builder, sig.args[1], args[1], args[2], 64)
+                if signed:  # |c| times (b with c's sign), as the 256-bit form
+                    zero = ir.Constant(v64i8, None)
+                    negative = builder.icmp_signed("<", w, zero)
+                    w_abs = builder.select(negative, builder.neg(w), w)
+                    y = builder.select(negative, builder.neg(y), y)
+                    y = builder.select(builder.icmp_signed("==", w, zero), zero, y)
+                    w = w_abs
+                fnty = ir.FunctionType(v16i32, [v16i32] * 3)
+                fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                                    "llvm.x86.avx512.vpdpbusd.512")
+                v = builder.call(fn, [ir.Constant(v16i32, None), builder.bitcast(w, v16i32),
+                                      builder.bitcast(y, v16i32)])
+                return builder.sitofp(v, v16f)
+
+            return lanes16(c, b, j), codegen
+
+        return dot2
+
+    @intrinsic
+    def splat2(typingctx, s0, s1):
+        if s0 != types.float32 or s1 != types.float32:
+            return None
+
+        def codegen(context, builder, sig, args):
+            v = builder.insert_element(ir.Constant(v16f, None), args[0], ir.Constant(i32, 0))
+            v = builder.insert_element(v, args[1], ir.Constant(i32, 1))
+            return builder.shuffle_vector(v, v, ir.Constant(v16i32, [0] * 8 + [1] * 8))
+
+        return lanes16(s0, s1), codegen
+
+    @intrinsic
+    def zeros16(typingctx):
+        def codegen(context, builder, sig, args):
+            return ir.Constant(v16f, None)
+
+        return lanes16(), codegen
+
+    def make_half(start: int):
+        @intrinsic
+        def half(typingctx, v):
+            if v != lanes16:
+                return None
+
+            def codegen(context, builder, sig, args):
+                mask = ir.Constant(ir.VectorType(i32, 8), list(range(start, start + 8)))
+                return builder.shuffle_vector(args[0], args[0], mask)
+
+            return lanes8(v), codegen
+
+        return half
+
+    return dict(codes2_q8=make_codes(None), codes2_q4_0=make_codes(8),
+                codes2_q4_1=make_codes(0), dot2_signed=make_dot(True),
+                dot2_unsigned=make_dot(False), splat2=splat2, zeros16=zeros16,
+                low=make_half(0), high=make_half(8))
 
 
 def _quantize_kernel() -> Callable:
@@ -347,7 +459,25 @@ _TILE = """
 """
 
 
-def _range_source() -> str:
+# The 512-bit tile: blocks b and b + 1 in one 16-lane accumulator (its halves are the even and
+# odd accumulators of _TILE), the last block of an odd count on the low half.
+_WIDE_TILE = """
+            {test}:
+{zeros}
+                for b in range(0, nb - 1, 2):
+                    c = load_codes2(flat, w0 + b * step)
+{pairs}
+{halves}
+                if nb % 2:
+                    b = nb - 1
+                    c = load_codes(flat, w0 + b * step)
+{even}
+{store}
+                r += {k}
+"""
+
+
+def _range_source(wide_form: bool = False) -> str:
     def lines(acc: str, b: str, k: int) -> str:
         return "\n".join(
             f"                    {acc}{i} = fma(dot(c, xq, (r + {i}) * n_in + {b} * 32), "
@@ -368,13 +498,28 @@ def _range_source() -> str:
                     f"                out[r + {i}, o] = vsum(add(e{i}, o{i})) + m"]
         return "\n".join(out)
 
+    def wide(k: int) -> str:
+        return "\n".join(
+            f"                    acc{i} = fma(dot2(c, xq, (r + {i}) * n_in + b * 32), "
+            f"splat2(dw[b] * dx[r + {i}, b], dw[b + 1] * dx[r + {i}, b + 1]), acc{i})"
+            for i in range(k))
+
     tiles = []
     for k, test in ((4, "if left >= 4"), (2, "elif left >= 2"), (1, "else")):
-        tiles.append(_TILE.format(
-            test=test, k=k,
-            zeros="\n".join(f"                e{i} = zeros()\n                o{i} = zeros()"
-                            for i in range(k)),
-            even=lines("e", "b", k), odd=lines("o", "(b + 1)", k), store=store(k)))
+        if wide_form:
+            tiles.append(_WIDE_TILE.format(
+                test=test, k=k, zeros="\n".join(f"                acc{i} = zeros16()"
+                                                for i in range(k)),
+                pairs=wide(k), halves="\n".join(f"                e{i} = low(acc{i})\n"
+                                                 f"                o{i} = high(acc{i})"
+                                                 for i in range(k)),
+                even=lines("e", "b", k), store=store(k)))
+        else:
+            tiles.append(_TILE.format(
+                test=test, k=k,
+                zeros="\n".join(f"                e{i} = zeros()\n                o{i} = zeros()"
+                                for i in range(k)),
+                even=lines("e", "b", k), odd=lines("o", "(b + 1)", k), store=store(k)))
     return _RANGE.format(tiles="".join(tiles))
 
 
@@ -398,7 +543,12 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         fma=parts["fma"], vsum=parts["vsum"], vload=parts["vload"], vzero=parts["vzero"])
     namespace.update(np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2, AHEAD=PREFETCH_AHEAD,
                      prefetch=ops["prefetch"])
-    exec(_range_source(), namespace)  # noqa: S102 - our own template, no outside input
+    if form == "vnni512":
+        namespace.update(
+            load_codes2=ops[("codes2_q8", "codes2_q4_0", "codes2_q4_1")[kind]],
+            dot2=ops["dot2_unsigned" if kind == 2 else "dot2_signed"],
+            **{name: ops[name] for name in ("splat2", "zeros16", "low", "high")})
+    exec(_range_source(form == "vnni512"), namespace)  # noqa: S102 - our own template, no outside input
     product_range = namespace["product_range"]
 
     # fastmath stays off: the float order is the docstring's, not LLVM's choice

@@ -176,17 +176,31 @@ def _check_formula(kind: str, n_in: int) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_lane_forms_agree_bit_for_bit(kind):
-    """The VNNI lanes (one `vpdpbusd` a block) and the portable lanes give the same bits, at 1
-    to 9 rows (every tile size); skipped where the CPU has no VNNI to compare."""
-    if not int8_kernel.host_has_vnni():
-        pytest.skip("this CPU has no 256-bit vpdpbusd; only the portable form runs here")
-    out, n_in = 40, 576
+@pytest.mark.parametrize("form", ["vnni", "vnni512"])
+def test_lane_forms_agree_bit_for_bit(kind, form):
+    """The VNNI lanes (one 256-bit `vpdpbusd` a block, or one 512-bit one for two blocks) give
+    the portable lanes' bits, at 1 to 9 rows (every tile size) and an odd block count;
+    skipped where the CPU lacks that instruction."""
+    if not int8_kernel.host_has_vnni(wide=form == "vnni512"):
+        pytest.skip(f"this CPU cannot run the {form} lanes; only the portable form runs here")
+    out, n_in = 40, 608  # 19 blocks: the last one is an odd block out
     weight = blocks.BlockWeight.from_stored(random_blocks(kind, out, n_in, seed=9), kind,
                                             (out, n_in))
     rows = np.random.default_rng(4).standard_normal((9, n_in)).astype(np.float32)
     rows[0, :32] = 0  # an all-zero block
     for count in (1, 2, 3, 4, 5, 9):
-        vnni = int8_kernel.block_rows(weight, rows[:count], form="vnni")
+        fast = int8_kernel.block_rows(weight, rows[:count], form=form)
         portable = int8_kernel.block_rows(weight, rows[:count], form="portable")
-        assert np.array_equal(vnni, portable), count
+        assert np.array_equal(fast, portable), count
+
+
+def test_lanes_form_follows_the_environment(monkeypatch):
+    """ONEBIT_INT8_LANES picks a lesser form (never one the CPU lacks), and a name it does not
+    know is refused with the accepted names."""
+    monkeypatch.setenv(int8_kernel.LANES_ENV, "portable")
+    assert int8_kernel.lanes_form() == "portable"
+    monkeypatch.setenv(int8_kernel.LANES_ENV, "vnni")
+    assert int8_kernel.lanes_form() == ("vnni" if int8_kernel.host_has_vnni() else "portable")
+    monkeypatch.setenv(int8_kernel.LANES_ENV, "avx9000")
+    with pytest.raises(ValueError, match="vnni512"):
+        int8_kernel.lanes_form()

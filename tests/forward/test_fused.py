@@ -1,0 +1,101 @@
+"""The compiled decoder stack (onebit/models/fused.py) on fabricated GGUF files: where it is
+chosen, that it computes the same model as the NumPy layers (the unfused int8 path and the float
+path, within the activations' rounding), and that it keeps the base contract's bit-for-bit
+promises across batches, cache growth and taps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from onebit.gguf import load_gguf  # noqa: E402
+from onebit.gguf.fabricate import fabricate_gguf  # noqa: E402
+
+TOKENS = [1, 7, 3, 9, 2, 4, 11, 5]
+
+
+@pytest.fixture
+def made(tmp_path):
+    def make(arch="llama", matrix_type="Q4_1", **options):
+        path = tmp_path / f"{arch}-{matrix_type}.gguf"
+        fabricate_gguf(path, arch, matrix_type=matrix_type, **options)
+        return path
+    return make
+
+
+def test_chosen_where_it_fits(made):
+    """The int8 kernel on a file whose layer matrices are all in blocks runs the compiled
+    stack by default; the float kernel, or fused=False, runs the NumPy layers; fused=True where
+    the stack cannot run is refused with the reason, not ignored."""
+    path = made()
+    assert load_gguf(path, kernel="int8")._fused is not None
+    assert load_gguf(path, kernel="int8", fused=False)._fused is None
+    assert load_gguf(path, kernel="numba")._fused is None
+    with pytest.raises(ValueError, match="int8 kernel only"):
+        load_gguf(path, kernel="numba", fused=True)
+    floats = made(matrix_type="F32")
+    with pytest.raises(ValueError, match="not every layer matrix"):
+        load_gguf(floats, kernel="int8", fused=True)
+
+
+@pytest.mark.parametrize("arch, matrix_type, options", [
+    ("llama", "Q4_1", {}),
+    ("llama", "Q4_0", {"tied": False}),
+    ("llama", "Q8_0", {"layers": 3}),
+    ("qwen2", "Q4_1", {}),  # q/k/v biases
+    ("qwen3", "Q8_0", {"head_dim": 32}),  # q/k norms, head_dim beyond hidden / heads
+])
+def test_same_model_as_the_numpy_layers(made, arch, matrix_type, options):
+    """The stack's logits for every row of a verify stay within 1% of the logit range of the
+    unfused int8 path (the same integer products; only the float rounding of norms and
+    attention differs), with the same top token per row, and no farther from the float path
+    than the unfused int8 path is (the activations' rounding is the int8 paths' own error)."""
+    path = made(arch, matrix_type, **options)
+    fused = load_gguf(path, kernel="int8")
+    assert fused._fused is not None
+    numpy_layers = load_gguf(path, kernel="int8", fused=False)
+    floats = load_gguf(path, kernel="numba")
+    a, b, f = (m.verify(TOKENS, 0) for m in (fused, numpy_layers, floats))
+    spread = f.max() - f.min()
+    assert np.abs(a - b).max() <= 0.01 * spread
+    assert np.abs(a - f).max() <= 1.5 * np.abs(b - f).max() + 0.01 * spread
+    assert np.array_equal(a.argmax(axis=1), b.argmax(axis=1))
+
+
+def test_verify_equals_steps_past_the_cache_capacity(made):
+    """Past the 64 positions the caches start with (they grow), a verify batch's rows equal,
+    bit for bit, steps at the same positions; and after commit_verify(n) the next step's
+    logits equal those of stepping the n tokens."""
+    path = made("llama", "Q4_0")
+    model = load_gguf(path, kernel="int8")
+    prompt = [(3 * i + 1) % 80 for i in range(70)]
+    model.verify(prompt[:60], 0)
+    model.commit_verify(60)
+    batch = model.verify(prompt[60:], 60)
+    model.commit_verify(4)
+    after_partial = model.step(prompt[64], 64)
+    model.reset()
+    steps = [model.step(t, i) for i, t in enumerate(prompt)]
+    assert np.array_equal(batch, np.stack(steps[60:]))
+    assert np.array_equal(after_partial, steps[64])
+
+
+def test_taps_and_hidden_rows_follow_the_stack(made):
+    """Layer taps record the residual after each tapped layer for every committed token, the
+    same rows whether the tokens came by steps or by one verify, and the last hidden row gives
+    the step's logits through lm_head_logits."""
+    path = made("llama", "Q8_0", layers=3)
+    model = load_gguf(path, kernel="int8")
+    model.set_layer_taps([0, 2])
+    model.verify(TOKENS, 0)
+    model.commit_verify(len(TOKENS))
+    batched = model.tapped_rows()
+    model.reset()
+    model.set_layer_taps([0, 2])
+    logits = [model.step(t, i) for i, t in enumerate(TOKENS)]
+    assert batched.shape == (len(TOKENS), 2, 64)
+    assert np.array_equal(model.tapped_rows(), batched)
+    assert not np.array_equal(batched[:, 0], batched[:, 1])
+    assert np.array_equal(model.lm_head_logits(model.last_hidden()), logits[-1])
