@@ -80,9 +80,11 @@ def _timed(fn) -> float:
 def read_bytes(model) -> int:
     """Bytes of weights one token reads, in the form the backend holds them (what its kernel
     reads): every product's prepared weight once. An untied embedding is never a product: a
-    token reads one row of it, left out here."""
+    token reads one row of it, left out here. The compiled stack (fused.py) holds the layer
+    weights itself, the backend only the lm_head."""
     held = model.backend._prepared.values()
-    return sum(int(getattr(h, "nbytes", 0)) for h in held)
+    stack = getattr(model, "_fused", None)  # the compiled stack holds the layers' weights
+    return sum(int(getattr(h, "nbytes", 0)) for h in held) + (stack.nbytes if stack else 0)
 
 
 def tokens_sha(tokens: list[int]) -> str:
