@@ -45,6 +45,7 @@ _compiled: dict[object, Callable] = {}
 
 ATTENTION = ("q_proj", "k_proj", "v_proj")
 LANES = kernels.VECTOR_BYTES // 4  # float32 lanes of one score's dot product
+PARALLEL_ROWS = 4  # a batch of at least this many rows splits its row-wise work over threads
 MLP_IN = ("gate_proj", "up_proj")
 
 
@@ -204,7 +205,7 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
         return got
     from numba import njit, prange
 
-    quantize = int8_kernel.quantize_kernel()
+    quantize, quantize_row = int8_kernel.quantize_kernel(), int8_kernel.quantize_kernel(True)
     # Each product's output tasks are split over threads here, by prange: numba runs a
     # parallel loop only in the function it is written in (a parallel kernel called from
     # compiled code runs its loop on one thread, and slowly).
@@ -222,6 +223,19 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
         inv = np.float32(1) / np.sqrt(s / np.float32(n) + eps)
         for j in range(n):
             dst[j] = src[j] * inv * w[j]
+
+    @njit(nogil=True, inline="always")
+    def norm_quantize(x, w, eps, h, hq, hdx, hsx, i):  # pragma: no cover - compiled
+        norm_row(x[i], w, eps, h[i])
+        quantize_row(h[i], hq, i * h.shape[1], hdx[i], hsx[i])
+
+    @njit(nogil=True, inline="always")
+    def silu_quantize(gu, act, mq, mdx, msx, i):  # pragma: no cover - compiled
+        inter = act.shape[1]
+        for j in range(inter):
+            g = gu[i, j]
+            act[i, j] = g / (np.float32(1) + np.exp(-g)) * gu[i, inter + j]
+        quantize_row(act[i], mq, i * inter, mdx[i], msx[i])
 
     @njit(parallel=parallel, nogil=True)
     def stack(x, pos, start, end, tap_slot, tapped, in_norm, post_norm, q_norm, k_norm, eps,
@@ -252,9 +266,14 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
         for layer in range(start, end):
             at = layer - start
             # -- attention ------------------------------------------------------------------
-            for i in range(R):
-                norm_row(x[i], in_norm[layer], eps, h[i])
-            quantize(h, hq, hdx, hsx)
+            # rows are independent: a batch splits them over threads (a step has one row, and
+            # a parallel region costs more than its work)
+            if parallel and R >= PARALLEL_ROWS:
+                for i in prange(R):
+                    norm_quantize(x, in_norm[layer], eps, h, hq, hdx, hsx, i)
+            else:
+                for i in range(R):
+                    norm_quantize(x, in_norm[layer], eps, h, hq, hdx, hsx, i)
             for t in prange(tasks(n_qkv)):
                 range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hsx, qkv, t, t + 1)
             if qkv_bias.shape[1]:
@@ -308,7 +327,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                         acc[d] += p * vt[d]
                 for d in range(D):
                     att[i, head * D + d] = acc[d] / z
-            quantize(att, aq, adx, asx)
+            if parallel and R >= PARALLEL_ROWS:
+                for i in prange(R):
+                    quantize_row(att[i], aq, i * Hq * D, adx[i], asx[i])
+            else:
+                quantize(att, aq, adx, asx)
             for t in prange(tasks(H)):
                 range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, asx, proj, t, t + 1)
             for i in range(R):
@@ -318,16 +341,20 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                         value = value + o_bias[layer, j]
                     x[i, j] = x[i, j] + value
             # -- MLP ------------------------------------------------------------------------
-            for i in range(R):
-                norm_row(x[i], post_norm[layer], eps, h[i])
-            quantize(h, hq, hdx, hsx)
+            if parallel and R >= PARALLEL_ROWS:
+                for i in prange(R):
+                    norm_quantize(x, post_norm[layer], eps, h, hq, hdx, hsx, i)
+            else:
+                for i in range(R):
+                    norm_quantize(x, post_norm[layer], eps, h, hq, hdx, hsx, i)
             for t in prange(tasks(2 * inter)):
                 range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hsx, gu, t, t + 1)
-            for i in range(R):
-                for j in range(inter):
-                    g = gu[i, j]
-                    act[i, j] = g / (np.float32(1) + np.exp(-g)) * gu[i, inter + j]
-            quantize(act, mq, mdx, msx)
+            if parallel and R >= PARALLEL_ROWS:
+                for i in prange(R):
+                    silu_quantize(gu, act, mq, mdx, msx, i)
+            else:
+                for i in range(R):
+                    silu_quantize(gu, act, mq, mdx, msx, i)
             for t in prange(tasks(H)):
                 range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, msx, proj, t, t + 1)
             for i in range(R):

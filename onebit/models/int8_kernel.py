@@ -363,42 +363,50 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
                 low=make_half(0), high=make_half(8))
 
 
-def _quantize_kernel() -> Callable:
-    got = _compiled.get("quantize")
+def _quantize_kernel(one_row: bool = False) -> Callable:
+    got = _compiled.get(("quantize", one_row))
     if got is None:
         from numba import njit
+
+        @njit(nogil=True)
+        def quantize_row(x, xq, at, dx, sx):  # pragma: no cover - compiled
+            """Row x [n] into xq[at .. at + n), its block scales into dx [n / 32], sx."""
+            n = x.shape[0]
+            for b in range(n // 32):
+                first = b * 32
+                amax = np.float32(0)
+                for j in range(32):
+                    a = abs(x[first + j])
+                    if a > amax:
+                        amax = a
+                d = amax / np.float32(127)
+                inv = np.float32(127) / amax if amax > 0 else np.float32(0)
+                total = 0
+                for j in range(32):
+                    q = np.rint(x[first + j] * inv)
+                    q = min(max(q, np.float32(-127)), np.float32(127))
+                    qi = np.int8(q)
+                    xq[at + first + j] = qi
+                    total += qi
+                dx[b] = d
+                sx[b] = d * np.float32(total)
 
         @njit(nogil=True)
         def quantize(x, xq, dx, sx):  # pragma: no cover - compiled
             n_rows, n = x.shape
             for r in range(n_rows):
-                for b in range(n // 32):
-                    at = b * 32
-                    amax = np.float32(0)
-                    for j in range(32):
-                        a = abs(x[r, at + j])
-                        if a > amax:
-                            amax = a
-                    d = amax / np.float32(127)
-                    inv = np.float32(127) / amax if amax > 0 else np.float32(0)
-                    total = 0
-                    for j in range(32):
-                        q = np.rint(x[r, at + j] * inv)
-                        q = min(max(q, np.float32(-127)), np.float32(127))
-                        qi = np.int8(q)
-                        xq[r * n + at + j] = qi
-                        total += qi
-                    dx[r, b] = d
-                    sx[r, b] = d * np.float32(total)
+                quantize_row(x[r], xq, r * n, dx[r], sx[r])
 
-        got = _compiled["quantize"] = quantize
+        _compiled[("quantize", False)], _compiled[("quantize", True)] = quantize, quantize_row
+        got = _compiled[("quantize", one_row)]
     return got
 
 
-def quantize_kernel() -> Callable:
+def quantize_kernel(one_row: bool = False) -> Callable:
     """The compiled `quantize(x [R, in] float32, xq int8 [R * in], dx [R, in/32],
-    sx [R, in/32])` that `quantize_rows` runs (for compiled callers: the fused forward)."""
-    return _quantize_kernel()
+    sx [R, in/32])` that `quantize_rows` runs, or with `one_row`, `quantize_row(x [in], xq, at,
+    dx [in/32], sx [in/32])` that it runs per row (for compiled callers: the fused stack)."""
+    return _quantize_kernel(one_row)
 
 
 def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
