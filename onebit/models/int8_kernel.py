@@ -254,8 +254,43 @@ def block_ops(form: str) -> dict[str, object]:
 
         return types.none(a, i), codegen
 
+    lanes16 = _vec("float32", 16)
+
+    @intrinsic
+    def halves16(typingctx, a, i):
+        """a[i .. i + 15] (uint16 float16 bit patterns) as 16 float32 (exact; F16C's vcvtph2ps
+        where the CPU has it)."""
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.uint16
+                and isinstance(i, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            v = builder.load(builder.bitcast(ptr, ir.VectorType(ir.HalfType(), 16).as_pointer()),
+                             align=2)
+            return builder.fpext(v, ir.VectorType(ir.FloatType(), 16))
+
+        return lanes16(a, i), codegen
+
+    @intrinsic
+    def store16(typingctx, a, i, v):
+        """a[i .. i + 15] = v (float32 lanes)."""
+        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float32
+                and isinstance(i, types.Integer) and v == lanes16):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            builder.store(args[2], builder.bitcast(ptr, args[2].type.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return types.none(a, i, v), codegen
+
     wide = _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) if form == "vnni512" else {}
-    got = _compiled[("ops", form)] = dict(**wide, prefetch=prefetch,
+    got = _compiled[("ops", form)] = dict(**wide, prefetch=prefetch, halves16=halves16,
+                                          store16=store16,
         codes_q8=make_codes(None), codes_q4_0=make_codes(8), codes_q4_1=make_codes(0),
         dot_signed=make_dot(True), dot_unsigned=make_dot(False),
         splat=splat, zeros=zeros, add=add)
@@ -433,10 +468,16 @@ def product_range(codes, d16, m16, table, xq, dx, sx, out, t_lo, t_hi):
     step = codes.shape[1] // nb  # code bytes per block
     flat = codes.reshape(-1)
     sx_flat = sx.reshape(-1)
+    d_flat = d16.reshape(-1)
+    m_flat = m16.reshape(-1)
     dw = np.empty(nb, np.float32)
     mw = np.zeros(nb, np.float32)
     for o in range(t_lo * TASK_OUTS, min(n_out, t_hi * TASK_OUTS)):
-        for b in range(nb):
+        for b in range(0, nb - 15, 16):  # the scales, 16 at a time
+            store16(dw, b, halves16(d_flat, o * nb + b))
+            if WITH_MIN:
+                store16(mw, b, halves16(m_flat, o * nb + b))
+        for b in range(nb - nb % 16, nb):
             dw[b] = table[d16[o, b]]
             if WITH_MIN:
                 mw[b] = table[m16[o, b]]
@@ -550,7 +591,8 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         splat=ops["splat"], zeros=ops["zeros"], add=ops["add"],
         fma=parts["fma"], vsum=parts["vsum"], vload=parts["vload"], vzero=parts["vzero"])
     namespace.update(np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2, AHEAD=PREFETCH_AHEAD,
-                     prefetch=ops["prefetch"])
+                     prefetch=ops["prefetch"], halves16=ops["halves16"],
+                     store16=ops["store16"])
     if form == "vnni512":
         namespace.update(
             load_codes2=ops[("codes2_q8", "codes2_q4_0", "codes2_q4_1")[kind]],
