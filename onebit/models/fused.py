@@ -16,7 +16,7 @@ output is its own dot product). What the Python forward spent on dozens of NumPy
 token costs one call for the stack, one for the lm_head.
 
 Every value is float32 and computed per row in a fixed order, so a row's bits do not depend on
-the batch (the base contract's B-checks hold bit for bit; tests/models/test_fused.py):
+the batch (the base contract's B-checks hold bit for bit; tests/forward/test_fused.py):
 - norm: s = sum of x_j^2 in index order; x_j * (1 / sqrt(s / H + eps)) * w_j, rounded per step;
 - RoPE: rotate-half with the model's cos / sin tables (its `_rope_table`), per element;
 - scores: s_t = tree(lanes) * (1 / sqrt(D)), the 16 lanes j = fma(q_d, K[t, d], j) over
@@ -211,6 +211,7 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     # compiled code runs its loop on one thread, and slowly).
     range_qkv, range_o, range_gu, range_down = (int8_kernel.range_kernel(k) for k in kinds)
     tasks = njit(inline="always")(int8_kernel.tasks)
+    pairs = int8_kernel.pair_scales_kernel()
     parts = kernels._tiled_intrinsics()
     vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
 
@@ -274,8 +275,10 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             else:
                 for i in range(R):
                     norm_quantize(x, in_norm[layer], eps, h, hq, hdx, hsx, i)
+            hdxx = pairs(hdx)
             for t in prange(tasks(n_qkv)):
-                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hsx, qkv, t, t + 1)
+                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hdxx, hsx, qkv, t,
+                          t + 1)
             if qkv_bias.shape[1]:
                 for i in range(R):
                     for j in range(n_qkv):
@@ -332,8 +335,10 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                     quantize_row(att[i], aq, i * Hq * D, adx[i], asx[i])
             else:
                 quantize(att, aq, adx, asx)
+            adxx = pairs(adx)
             for t in prange(tasks(H)):
-                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, asx, proj, t, t + 1)
+                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, adxx, asx, proj, t,
+                        t + 1)
             for i in range(R):
                 for j in range(H):
                     value = proj[i, j]
@@ -347,16 +352,20 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             else:
                 for i in range(R):
                     norm_quantize(x, post_norm[layer], eps, h, hq, hdx, hsx, i)
+            hdxx = pairs(hdx)
             for t in prange(tasks(2 * inter)):
-                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hsx, gu, t, t + 1)
+                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hdxx, hsx, gu, t,
+                         t + 1)
             if parallel and R >= PARALLEL_ROWS:
                 for i in prange(R):
                     silu_quantize(gu, act, mq, mdx, msx, i)
             else:
                 for i in range(R):
                     silu_quantize(gu, act, mq, mdx, msx, i)
+            mdxx = pairs(mdx)
             for t in prange(tasks(H)):
-                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, msx, proj, t, t + 1)
+                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, mdxx, msx, proj, t,
+                           t + 1)
             for i in range(R):
                 for j in range(H):
                     x[i, j] = x[i, j] + proj[i, j]

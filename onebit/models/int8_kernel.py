@@ -372,6 +372,16 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
         return lanes16(s0, s1), codegen
 
     @intrinsic
+    def mul16(typingctx, a, b):
+        if a != lanes16 or b != lanes16:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.fmul(args[0], args[1])
+
+        return lanes16(a, b), codegen
+
+    @intrinsic
     def zeros16(typingctx):
         def codegen(context, builder, sig, args):
             return ir.Constant(v16f, None)
@@ -394,7 +404,7 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
 
     return dict(codes2_q8=make_codes(None), codes2_q4_0=make_codes(8),
                 codes2_q4_1=make_codes(0), dot2_signed=make_dot(True),
-                dot2_unsigned=make_dot(False), splat2=splat2, zeros16=zeros16,
+                dot2_unsigned=make_dot(False), splat2=splat2, zeros16=zeros16, mul16=mul16,
                 low=make_half(0), high=make_half(8))
 
 
@@ -462,12 +472,14 @@ def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # accumulators in registers only when they are named variables, and a helper function taking
 # the arrays would count references on every call: measured 1.5x slower for one row).
 _RANGE = """
-def product_range(codes, d16, m16, table, xq, dx, sx, out, t_lo, t_hi):
+def product_range(codes, d16, m16, table, xq, dx, dxx, sx, out, t_lo, t_hi):
     n_out, nb = d16.shape
     n_rows, n_in = out.shape[0], nb * 32
     step = codes.shape[1] // nb  # code bytes per block
     flat = codes.reshape(-1)
     sx_flat = sx.reshape(-1)
+    dxx_flat = dxx.reshape(-1)
+    pairs = nb // 2
     d_flat = d16.reshape(-1)
     m_flat = m16.reshape(-1)
     dw = np.empty(nb, np.float32)
@@ -515,6 +527,7 @@ _WIDE_TILE = """
 {zeros}
                 for b in range(0, nb - 1, 2):
                     c = load_codes2(flat, w0 + b * step)
+                    w2 = splat2(dw[b], dw[b + 1])
 {pairs}
 {halves}
                 if nb % 2:
@@ -550,11 +563,16 @@ def _range_source(wide_form: bool = False) -> str:
     def wide(k: int) -> str:
         return "\n".join(
             f"                    acc{i} = fma(dot2(c, xq, (r + {i}) * n_in + b * 32), "
-            f"splat2(dw[b] * dx[r + {i}, b], dw[b + 1] * dx[r + {i}, b + 1]), acc{i})"
+            f"mul16(w2, vload(dxx_flat, ((r + {i}) * pairs + b // 2) * 16)), acc{i})"
             for i in range(k))
 
     tiles = []
-    for k, test in ((4, "if left >= 4"), (2, "elif left >= 2"), (1, "else")):
+    # the 512-bit form has 32 registers: a tile of 8 rows keeps its 8 accumulators, the codes
+    # and the scales in registers (each block pair's codes are decoded once for 8 rows); the
+    # 256-bit forms keep two accumulators a row in 16 registers, so their widest tile is 4
+    sizes = (((8, "if left >= 8"), (4, "elif left >= 4")) if wide_form
+             else ((4, "if left >= 4"),))
+    for k, test in (*sizes, (2, "elif left >= 2"), (1, "else")):
         if wide_form:
             tiles.append(_WIDE_TILE.format(
                 test=test, k=k, zeros="\n".join(f"                acc{i} = zeros16()"
@@ -584,6 +602,7 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
 
     ops = block_ops(form)
     tasks_of = njit(inline="always")(tasks)
+    pairs_of = pair_scales_kernel()
     parts = kernels._tiled_intrinsics()
     namespace = dict(
         load_codes=ops[("codes_q8", "codes_q4_0", "codes_q4_1")[kind]],
@@ -597,7 +616,7 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         namespace.update(
             load_codes2=ops[("codes2_q8", "codes2_q4_0", "codes2_q4_1")[kind]],
             dot2=ops["dot2_unsigned" if kind == 2 else "dot2_signed"],
-            **{name: ops[name] for name in ("splat2", "zeros16", "low", "high")})
+            **{name: ops[name] for name in ("splat2", "zeros16", "low", "high", "mul16")})
     exec(_range_source(form == "vnni512"), namespace)  # noqa: S102 - our own template, no outside input
     product_range = namespace["product_range"]
 
@@ -607,15 +626,39 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
     if parallel:
         @njit(parallel=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
+            dxx = pairs_of(dx)
             for t in prange(tasks_of(d16.shape[0])):
-                ranged(codes, d16, m16, table, xq, dx, sx, out, t, t + 1)
+                ranged(codes, d16, m16, table, xq, dx, dxx, sx, out, t, t + 1)
     else:
         @njit(nogil=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
-            ranged(codes, d16, m16, table, xq, dx, sx, out, 0, tasks_of(d16.shape[0]))
+            ranged(codes, d16, m16, table, xq, dx, pairs_of(dx), sx, out, 0,
+                   tasks_of(d16.shape[0]))
 
     got = _compiled[key] = product
     _compiled[("range",) + key[1:]] = ranged
+    return got
+
+
+def pair_scales_kernel() -> Callable:
+    """The compiled `pair_scales(dx [R, nb]) -> [R, nb // 2, 16]`: each pair of blocks' scales
+    as the 512-bit form multiplies them in, 8 lanes of dx[r, 2p] then 8 of dx[r, 2p + 1]
+    (made once per product, not once per weight row and row)."""
+    got = _compiled.get("pairs")
+    if got is None:
+        from numba import njit
+
+        @njit(nogil=True)
+        def pair_scales(dx):  # pragma: no cover - compiled
+            rows, nb = dx.shape
+            out = np.empty((rows, nb // 2, 16), np.float32)
+            for r in range(rows):
+                for p in range(nb // 2):
+                    for lane in range(16):
+                        out[r, p, lane] = dx[r, 2 * p + lane // 8]
+            return out
+
+        got = _compiled["pairs"] = pair_scales
     return got
 
 
@@ -625,7 +668,8 @@ def tasks(n_out: int) -> int:
 
 
 def range_kernel(kind: str) -> Callable:
-    """The compiled `product_range(codes, d16, m16, table, xq, dx, sx, out, t_lo, t_hi)` for
+    """The compiled `product_range(codes, d16, m16, table, xq, dx, dxx, sx, out, t_lo, t_hi)`
+    (dxx: `pair_scales_kernel()(dx)`) for
     weights of `kind` ("q8_0" / "q4_0" / "q4_1"), in this process's lanes form: the outputs of
     tasks t_lo .. t_hi - 1 (`tasks(n_out)` in all), for a compiled caller that splits the
     tasks over threads itself (the fused stack)."""
