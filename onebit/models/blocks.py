@@ -88,6 +88,46 @@ def dequantize(data: np.ndarray, kind: str, shape: tuple[int, int]) -> np.ndarra
     return ggml_dequantize(KINDS[kind][0], np.asarray(data), tuple(shape))
 
 
+def q4nx_block_kind(convention: str) -> str:
+    """The ggml block kind a Q4NX weight of `convention` is read as by the integer kernel."""
+    return "q4_1" if convention == "unsigned" else "q4_0"
+
+
+def q4nx_half_scales(data: np.ndarray, shape: tuple[int, int], convention: str, *,
+                     name: str = "", file: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """A Q4NX weight's group scales (and, unsigned, mins) as float16 bit patterns `[out, in /
+    32]`, the ggml blocks' d and m. A bf16 value is a float16 one exactly when its exponent is
+    in float16's range; a scale or min outside it, or a signed weight's min that is not 0 (its
+    blocks are q4_0, which has none), is refused: `ModelFileError` naming the tensor, the row,
+    the group and the value, and nothing is rounded."""
+    from onebit.models import q4nx
+
+    scales, mins = q4nx.group_scales(data, *shape)
+    where = f"{file}: tensor '{name}'" if file else f"tensor '{name}'"
+    kind = q4nx_block_kind(convention)
+    if kind == "q4_0" and np.any(mins != 0):
+        row, group = (int(v) for v in np.argwhere(mins != 0)[0])
+        raise ModelFileError(f"{where} (Q4NX, signed codes) has min {float(mins[row, group])!r} "
+                             f"in group {group} of row {row}; the signed convention needs every "
+                             f"min to be 0 to run as q4_0 blocks")
+
+    def half_bits(values: np.ndarray, what: str) -> np.ndarray:
+        with np.errstate(over="ignore", under="ignore"):
+            half = values.astype(np.float16)
+        inexact = half.astype(np.float32) != values
+        if inexact.any():
+            row, group = (int(v) for v in np.argwhere(inexact)[0])
+            raise ModelFileError(
+                f"{where} (Q4NX) has {what} {float(values[row, group])!r} in group {group} of "
+                f"row {row}, which float16 cannot hold exactly ({int(inexact.sum())} such "
+                f"value(s)); the integer kernel keeps float16 scales: use another kernel")
+        return np.ascontiguousarray(half.view(np.uint16))
+
+    d = half_bits(scales, "scale")
+    m = half_bits(mins, "min") if kind == "q4_1" else np.zeros((shape[0], 0), np.uint16)
+    return d, m
+
+
 @dataclass(frozen=True)
 class BlockWeight:
     """A block weight as the integer kernel reads it. `codes`: uint8 `[out, in / 2]` nibble
@@ -114,6 +154,26 @@ class BlockWeight:
         m = (np.ascontiguousarray(raw[:, :, 2:4]).view("<u2").reshape(out, -1).astype(np.uint16)
              if kind == "q4_1" else np.zeros((out, 0), np.uint16))
         return cls(kind, (int(out), int(n_in)), codes, d, m)
+
+    @classmethod
+    def from_q4nx(cls, data: np.ndarray, shape: tuple[int, int], convention: str, *,
+                  name: str = "", file: str = "") -> BlockWeight:
+        """A Q4NX weight (q4nx.py) as the same weight in ggml blocks, value for value: a Q4NX
+        group is 32 input columns of one row with one scale and one min, which is a ggml block.
+        "unsigned" codes (w = min + scale * q) become q4_1 (d = scale, m = min); "signed" codes
+        (w = scale * s, min 0) become q4_0 (d = scale, q = s + 8). Raises `ModelFileError`
+        where `q4nx_half_scales` does."""
+        from onebit.models import q4nx
+
+        out, n_in = shape
+        d, m = q4nx_half_scales(data, shape, convention, name=name, file=file)
+        codes = q4nx.unpack(data, out, n_in, convention=convention)[0]
+        kind = q4nx_block_kind(convention)
+        q = codes.astype(np.int16) + (8 if kind == "q4_0" else 0)
+        q = q.astype(np.uint8).reshape(out, n_in // BLOCK, BLOCK)
+        # ggml's nibble order: element j < 16 the low nibble of byte j, j >= 16 the high one
+        nibbles = (q[:, :, :16] | (q[:, :, 16:] << np.uint8(4))).reshape(out, -1)
+        return cls(kind, (int(out), int(n_in)), np.ascontiguousarray(nibbles), d, m)
 
     @property
     def nbytes(self) -> int:

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from onebit.backends import Backend, make_backend
-from onebit.models.blocks import is_block_kind
 from onebit.models.errors import ModelInputError
 from onebit.models.weights import WeightStore
 
@@ -279,6 +278,8 @@ class DecoderBase:
         self.backend = make_backend(backend, kernel=kernel,
                                     resident=not getattr(weights, "unpack_per_token", False))
         self.backend.attach(self)
+        if getattr(self.backend, "reads_blocks", False):
+            weights.check_block_form()  # Q4NX on the integer kernel: refused now, not mid-run
         self.kernel = getattr(self.backend, "kernel", self.backend.name)
         # Projection biases (Qwen2's q/k/v): added wherever the family's shapes list one.
         self._biases = {name[: -len("bias")] + "weight" for name in weights.names()
@@ -300,15 +301,15 @@ class DecoderBase:
         return out
 
     def _weight(self, name: str):
-        """The weight `name` in the form the backend reads: a Q4NX weight packed when the
-        backend multiplies packed weights (the host's numba kernel), a ggml block weight
-        (q8_0 / q4_0 / q4_1) as blocks when it multiplies blocks (the int8 kernel), else the
-        float array."""
+        """The weight `name` in the form the backend reads: blocks when it multiplies blocks
+        (the int8 kernel: a ggml q8_0 / q4_0 / q4_1 weight, or a Q4NX one as the same values
+        in q4_1 / q4_0 blocks), a Q4NX weight packed when it multiplies packed weights (the
+        host's numba kernel), else the float array."""
         name = self.weights.lm_head_name() if name == LM_HEAD else name
+        if getattr(self.backend, "reads_blocks", False) and self.weights.block_kind(name):
+            return self.weights.block_weight(name)
         if getattr(self.backend, "reads_q4nx", False) and self.weights.kind(name) == "q4nx":
             return self.weights.packed(name)
-        if getattr(self.backend, "reads_blocks", False) and is_block_kind(self.weights.kind(name)):
-            return self.weights.block_weight(name)
         return self.weights.get(name)
 
     def _rmsnorm(self, x: np.ndarray, factor: np.ndarray) -> np.ndarray:

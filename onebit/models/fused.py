@@ -1,7 +1,8 @@
 """The compiled decoder stack: every layer of a dense Llama / Qwen3 forward in one numba call.
 
 On the integer kernel (`kernel="int8"`) with every layer's seven matrices stored in ggml blocks
-(q8_0 / q4_0 / q4_1, as a GGUF file keeps them), `Qwen3Model.forward` hands the whole stack to
+(q8_0 / q4_0 / q4_1, as a GGUF file keeps them, or Q4NX blocks read as the same values in q4_1 /
+q4_0 blocks: blocks.BlockWeight.from_q4nx), `Qwen3Model.forward` hands the whole stack to
 `FusedStack.run`: one compiled function walks the layers, and per layer runs
 
     h = norm(x);  [q | k | v] = h W_qkv (+ bias);  q, k = norm per head (Qwen3), RoPE
@@ -84,9 +85,9 @@ def unfit_reason(model) -> str | None:
     names = [f"model.layers.{i}.{part}.weight" for i in range(c.num_hidden_layers)
              for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                           "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
-    kinds = {name: model.weights.kind(name) for name in names}
+    kinds = {name: model.weights.block_kind(name) for name in names}
     if any(kind not in int8_kernel.KIND_IDS for kind in kinds.values()):
-        return "not every layer matrix is stored in q8_0 / q4_0 / q4_1 blocks"
+        return "not every layer matrix is stored in q8_0 / q4_0 / q4_1 (or Q4NX) blocks"
     for i in range(c.num_hidden_layers):
         p = f"model.layers.{i}."
         for group in (ATTENTION, MLP_IN):

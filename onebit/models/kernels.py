@@ -48,9 +48,10 @@ import numpy as np
 
 KERNELS = ("auto", "numba", "numba-float", "numpy", "int8")
 # kernels that read Q4NX weights packed (q4nx_kernel.py) instead of their float32 cache
-PACKED_KERNELS = ("numba", "int8")
-# kernels that multiply ggml block weights (blocks.py) by integer dot products
-# (int8_kernel.py); every other weight goes to the tiled float kernel
+PACKED_KERNELS = ("numba",)
+# kernels that multiply ggml block weights (blocks.py), Q4NX ones read as the same values in
+# q4_1 / q4_0 blocks, by integer dot products (int8_kernel.py); every other weight goes to the
+# tiled float kernel
 BLOCK_KERNELS = ("int8",)
 
 Linear = Callable[[np.ndarray, np.ndarray], np.ndarray]

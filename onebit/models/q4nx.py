@@ -177,11 +177,11 @@ def pack(
     return blocks if grid else blocks.reshape(rb * cb, BLOCK_BYTES)
 
 
-def unpack(
-    blocks: np.ndarray, out_features: int, in_features: int, *, convention: str = "unsigned"
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The inverse of `pack`: `(codes int8 [out, in], scales f32 [out, in/32], mins f32)`."""
-    _check_convention(convention)
+def group_scales(
+    blocks: np.ndarray, out_features: int, in_features: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`(scales f32 [out, in/32], mins f32 [out, in/32])`: each group's bf16 scale and min,
+    widened exactly (the codes are not touched)."""
     grid = as_grid(blocks, out_features, in_features)
     rb, cb = grid.shape[:2]
 
@@ -189,8 +189,17 @@ def unpack(
         bits = np.ascontiguousarray(raw).view("<u2").reshape(rb, cb, GROUPS, BLOCK_ROWS)
         return bf16_bits_to_f32(bits.transpose(0, 3, 1, 2).reshape(out_features, cb * GROUPS))
 
-    scales = group_values(grid[:, :, SCALES_AT:MINS_AT])
-    mins = group_values(grid[:, :, MINS_AT:CODES_AT])
+    return group_values(grid[:, :, SCALES_AT:MINS_AT]), group_values(grid[:, :, MINS_AT:CODES_AT])
+
+
+def unpack(
+    blocks: np.ndarray, out_features: int, in_features: int, *, convention: str = "unsigned"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The inverse of `pack`: `(codes int8 [out, in], scales f32 [out, in/32], mins f32)`."""
+    _check_convention(convention)
+    grid = as_grid(blocks, out_features, in_features)
+    rb, cb = grid.shape[:2]
+    scales, mins = group_scales(blocks, out_features, in_features)
     packed = grid[:, :, CODES_AT:].reshape(rb, cb, 2, BLOCK_COLS, LANE_ROWS // 2)
     nibbles = np.stack([packed & np.uint8(0xF), packed >> np.uint8(4)], axis=-1)
     # [rb, cb, lane, col, j, nibble] -> [rb, lane, j, nibble, cb, col] -> [out, in]

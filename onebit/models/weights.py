@@ -403,12 +403,34 @@ class WeightStore:
         return PackedWeight.from_blocks(stored.data, self.shapes[name], self.convention)
 
     def block_weight(self, name: str) -> blocks.BlockWeight:
-        """The block-kind weight `name` (q8_0 / q4_0 / q4_1) as the integer kernel reads it
-        (int8_kernel.py), prepared afresh; the caller (the backend) keeps it."""
+        """The block-kind weight `name` (q8_0 / q4_0 / q4_1, or Q4NX converted to q4_1 / q4_0)
+        as the integer kernel reads it (int8_kernel.py), prepared afresh; the caller (the
+        backend) keeps it."""
         stored = self._stored[name]
+        if stored.kind == "q4nx":  # the same values in q4_1 / q4_0 blocks (blocks.py)
+            return blocks.BlockWeight.from_q4nx(stored.data, self.shapes[name], self.convention,
+                                                name=name, file=stored.file)
         if not blocks.is_block_kind(stored.kind):
-            raise ModelFileError(f"{stored.file}: tensor '{name}' is not stored in ggml blocks")
+            raise ModelFileError(f"{stored.file}: tensor '{name}' is not stored in ggml blocks "
+                                 f"or Q4NX blocks")
         return blocks.BlockWeight.from_stored(stored.data, stored.kind, self.shapes[name])
+
+    def block_kind(self, name: str) -> str | None:
+        """The ggml block kind the integer kernel reads `name` as: its stored kind (q8_0 /
+        q4_0 / q4_1), q4_1 / q4_0 for a Q4NX weight (unsigned / signed codes), else None."""
+        kind = self._stored[name].kind
+        if kind == "q4nx":
+            return blocks.q4nx_block_kind(self.convention)
+        return kind if blocks.is_block_kind(kind) else None
+
+    def check_block_form(self) -> None:
+        """Raise `ModelFileError` now, at load, for a Q4NX weight the integer kernel could not
+        read as blocks (`blocks.q4nx_half_scales`), instead of at its first product."""
+        for name in self.shapes:
+            stored = self._stored[name]
+            if stored.kind == "q4nx" and len(self.shapes[name]) == 2:
+                blocks.q4nx_half_scales(stored.data, self.shapes[name], self.convention,
+                                        name=name, file=stored.file)
 
     def embedding_row(self, token: int) -> np.ndarray:
         """One row of the embedding. A Q4NX embedding is never unpacked whole for this: unless
