@@ -100,11 +100,36 @@ def test_sentencepiece_against_transformers(tmp_path, spm_metadata, gguf_metadat
     assert _first_mismatch(ours, peer, corpus()) is None
 
 
+# Where llama.cpp's tokenizer is known to part from the one SmolLM2 was trained with (the
+# HuggingFace pre-tokenizer sequence Digits(individual_digits) then ByteLevel, which onebit and
+# transformers both follow): llama.cpp runs one regex for the whole sequence. Declared here with
+# the upstream thread as the reason, never loosened: any other string must match exactly, and
+# a declared string that starts matching fails the test (the declaration is stale).
+_DIGITS = ("llama.cpp #7328 (where this was found for the same Digits pre-tokenizer): its "
+           "smollm split isolates every \\p{N} character, where the HuggingFace Digits "
+           "pre-tokenizer isolates ASCII digits only")
+LLAMA_CPP_DIVERGES = {
+    " \u0663\u0664\u0665": _DIGITS,  # Arabic-Indic digits
+    "\u00bd \u00be \u2153": _DIGITS,  # vulgar fractions (Unicode No)
+    "|\U0001f91d4  \n 1tre1\U0001f469e\u039d _ \u534a": (
+        "llama.cpp #7328 (the same emulation): its one regex groups the whitespace before a "
+        "digit with what follows, where HuggingFace's ByteLevel regex runs on the pieces the "
+        "digit split left"),
+}
+
+
 def test_smollm2_against_llama_cpp(smollm2_path, smollm2_tokenizer):
-    """The same corpus through llama.cpp's own tokenizer (the `bench` extra), ids exactly."""
+    """The same corpus through llama.cpp's own tokenizer (the `bench` extra): ids exactly for
+    every string but the declared divergences, and each declared one still diverges."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama_cpp is not installed (the "
                                     "`bench` extra builds it); the llama.cpp arm needs it")
     llm = llama_cpp.Llama(model_path=str(smollm2_path), vocab_only=True, verbose=False)
-    for text in corpus():
+    texts = corpus()
+    assert set(LLAMA_CPP_DIVERGES) <= set(texts)
+    for text in texts:
         theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        assert smollm2_tokenizer.encode(text, add_special_tokens=False) == theirs, text
+        ours = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        if text in LLAMA_CPP_DIVERGES:
+            assert ours != theirs, f"stale declaration, now equal: {text!r}"
+        else:
+            assert ours == theirs, text
