@@ -18,7 +18,9 @@ The fabricated section. Fabricates a Qwen3 (by default hidden 1024, 4 layers, in
 2816, vocab 8192: 46.1 M parameters) twice from one seed: a HuggingFace float32 checkpoint and
 its Q4NX container. The engines, every one pinned to the same number of threads (--threads,
 default 2):
-- onebit on the float checkpoint and on the Q4NX container (`onebit.run`, `load_model`);
+- onebit on the float checkpoint and on the Q4NX container (`onebit.run`, `load_model`), the
+  latter twice: the packed float kernel (--kernel) and the integer kernel (`kernel="int8"`,
+  the Q4NX blocks read as q4_1 blocks, the compiled stack);
 - transformers (CPU torch, float32) on the float checkpoint (`generate`, greedy);
 - llama.cpp through llama-cpp-python (the `bench` extra): the float checkpoint converted to an
   F32 GGUF by llama.cpp's own convert_hf_to_gguf.py, and that GGUF quantised to Q4_0 by
@@ -36,6 +38,8 @@ and [min .. max] over the rounds:
   `prompt_lookup_num_tokens`), k = 7, on a repetitive 72-token prompt, against each engine's
   own plain decode of that prompt; decode time only.
 Decode tokens/s counts the tokens after the first (the first comes out of the prefill).
+Below the peer table: each onebit Q4NX arm's decode over llama.cpp's Q4_0 decode, per round
+(the issue-21 target: at least 0.8).
 Before the rounds each engine's greedy tokens are compared with onebit's on the same weights:
 a float arm that diverges early would not be the same model.
 """
@@ -393,8 +397,33 @@ def build_engines(args, work: Path) -> tuple[list, list, int]:
             llama = llama_engines(args, checkpoint, work, n_ctx=PROMPT_LEN + args.tokens + 16)
         except peer_llama.PeerUnavailable as error:
             print(f"llama.cpp arm skipped: {error}")
-    engines += llama[:1] + [OnebitEngine(container, "Q4NX", args.kernel)] + llama[1:]
+    four_bit = [OnebitEngine(container, "Q4NX", args.kernel)]
+    try:  # the integer kernel on the same Q4NX blocks (as q4_1 blocks: docs/forward.md)
+        four_bit.append(OnebitEngine(container, "Q4NX int8", "int8"))
+    except ValueError as error:
+        print(f"onebit Q4NX int8 arm skipped: {error}")
+    engines += llama[:1] + four_bit + llama[1:]
     return engines, speculating, onebit_f32.parameters()
+
+
+def q4nx_target_lines(peers: list[Arm]) -> list[str]:
+    """The issue-21 target for the fabricated model: each onebit Q4NX arm's decode over
+    llama.cpp's Q4_0 decode of the same weights, per round (they ran back to back)."""
+    by_label = {a.label: a for a in peers}
+    llama = next((a for a in peers if a.engine.engine == "llama.cpp"
+                  and a.engine.format.startswith("Q4_0")), None)
+    if llama is None:
+        return []
+    lines = []
+    for label in ("onebit Q4NX", "onebit Q4NX int8"):
+        arm = by_label.get(label)
+        if arm is None:
+            continue
+        ratios = [a / b for a, b in zip(arm.tps, llama.tps, strict=True)]
+        verdict = "met" if statistics.median(ratios) >= 0.8 else "not met"
+        lines.append(f"- {label} decode / llama.cpp {llama.engine.format} decode, per round: "
+                     f"{spread(ratios, '{:.2f}')}x (target at least 0.8: {verdict})")
+    return lines
 
 
 def fabricated_section(args) -> None:
@@ -417,6 +446,7 @@ def fabricated_section(args) -> None:
           f"{spread(bandwidths, '{:.1f}')} GB/s; the bound uses the best, "
           f"{max(bandwidths):.1f} GB/s\n")
     print("\n".join(peer_table(peers, bandwidths)))
+    print("\n".join(q4nx_target_lines(peers)))
     print("\nGreedy agreement (first round):")
     print("\n".join(agreement_lines(peers, args.tokens)))
     print(f"\nPrompt-lookup speculation, k = {LOOKUP_K}, repetitive {PROMPT_LEN}-token prompt "
