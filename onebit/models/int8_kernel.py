@@ -36,9 +36,11 @@ the activation's rounding, at most dx_b / 2 per element: |Y_int - Y_float| is bo
 `error_bound` (that per-block sum, plus float32 rounding that grows with the row's length).
 
 How it runs: outputs are split into tasks of TASK_OUTS over threads; for each output, the rows
-go by tiles of up to four that share each weight block's load and nibble split while it sits in
-registers, so a verify of R rows reads each weight from memory once and decodes it R / 4 times.
-The two accumulators (even and odd blocks) keep two FMA chains in flight per row.
+go by tiles that share each weight block's load and nibble split while it sits in registers:
+up to eight rows in the 512-bit form (32 registers hold eight accumulators), up to four in the
+256-bit ones, so a verify of R rows reads each weight from memory once and decodes it R / 8
+(R / 4) times. The 256-bit forms keep two accumulators (even and odd blocks) a row, two FMA
+chains in flight; the 512-bit form one 16-lane accumulator a row, the tile's rows in flight.
 """
 
 from __future__ import annotations
