@@ -209,9 +209,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     quantize, quantize_row = int8_kernel.quantize_kernel(), int8_kernel.quantize_kernel(True)
     # Each product's output tasks are split over threads here, by prange: numba runs a
     # parallel loop only in the function it is written in (a parallel kernel called from
-    # compiled code runs its loop on one thread, and slowly).
+    # compiled code runs its loop on one thread, and slowly). The tasks go in a few
+    # contiguous spans (int8_kernel.spans_kernel), not one call each.
     range_qkv, range_o, range_gu, range_down = (int8_kernel.range_kernel(k) for k in kinds)
     tasks = njit(inline="always")(int8_kernel.tasks)
+    spans = int8_kernel.spans_kernel()
     pairs = int8_kernel.pair_scales_kernel()
     parts = kernels._tiled_intrinsics()
     vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
@@ -277,9 +279,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     norm_quantize(x, in_norm[layer], eps, h, hq, hdx, hsx, i)
             hdxx = pairs(hdx)
-            for t in prange(tasks(n_qkv)):
-                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hdxx, hsx, qkv, t,
-                          t + 1)
+            n_t = tasks(n_qkv)
+            n_s = spans(n_t)
+            for p in prange(n_s):
+                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hdxx, hsx, qkv,
+                          p * n_t // n_s, (p + 1) * n_t // n_s)
             if qkv_bias.shape[1]:
                 for i in range(R):
                     for j in range(n_qkv):
@@ -337,9 +341,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             else:
                 quantize(att, aq, adx, asx)
             adxx = pairs(adx)
-            for t in prange(tasks(H)):
-                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, adxx, asx, proj, t,
-                        t + 1)
+            n_t = tasks(H)
+            n_s = spans(n_t)
+            for p in prange(n_s):
+                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, adxx, asx, proj,
+                        p * n_t // n_s, (p + 1) * n_t // n_s)
             for i in range(R):
                 for j in range(H):
                     value = proj[i, j]
@@ -354,9 +360,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     norm_quantize(x, post_norm[layer], eps, h, hq, hdx, hsx, i)
             hdxx = pairs(hdx)
-            for t in prange(tasks(2 * inter)):
-                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hdxx, hsx, gu, t,
-                         t + 1)
+            n_t = tasks(2 * inter)
+            n_s = spans(n_t)
+            for p in prange(n_s):
+                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hdxx, hsx, gu,
+                         p * n_t // n_s, (p + 1) * n_t // n_s)
             if parallel and R >= PARALLEL_ROWS:
                 for i in prange(R):
                     silu_quantize(gu, act, mq, mdx, msx, i)
@@ -364,9 +372,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     silu_quantize(gu, act, mq, mdx, msx, i)
             mdxx = pairs(mdx)
-            for t in prange(tasks(H)):
-                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, mdxx, msx, proj, t,
-                           t + 1)
+            n_t = tasks(H)
+            n_s = spans(n_t)
+            for p in prange(n_s):
+                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, mdxx, msx, proj,
+                           p * n_t // n_s, (p + 1) * n_t // n_s)
             for i in range(R):
                 for j in range(H):
                     x[i, j] = x[i, j] + proj[i, j]

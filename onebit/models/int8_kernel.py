@@ -39,7 +39,9 @@ How it runs: outputs are split into tasks of TASK_OUTS over threads; for each ou
 go by tiles that share each weight block's load and nibble split while it sits in registers:
 up to eight rows in the 512-bit form (32 registers hold eight accumulators), up to four in the
 256-bit ones, so a verify of R rows reads each weight from memory once and decodes it R / 8
-(R / 4) times. The 256-bit forms keep two accumulators (even and odd blocks) a row, two FMA
+(R / 4) times; one row (a decode step) goes two outputs at a time in the 512-bit form, two
+accumulator chains in flight. A parallel product runs its tasks in a few contiguous spans a
+thread (spans_kernel). The 256-bit forms keep two accumulators (even and odd blocks) a row, two FMA
 chains in flight; the 512-bit form one 16-lane accumulator a row, the tile's rows in flight.
 """
 
@@ -55,6 +57,9 @@ from onebit.models.blocks import BLOCK, BlockWeight
 
 # outputs per parallel task (a weight row's scales are decoded once per task per output)
 TASK_OUTS = 16
+# contiguous spans of tasks a parallel product makes per thread (spans_kernel): a few, so a
+# thread that started late can still take another, and few calls
+SPANS_PER_THREAD = 4
 KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2}
 # how many outputs ahead a task prefetches its weight rows (a row is 288 bytes of q4_1 codes
 # for a 576-wide input: from memory, the hardware prefetcher alone leaves the kernel waiting)
@@ -484,9 +489,13 @@ def product_range(codes, d16, m16, table, xq, dx, dxx, sx, out, t_lo, t_hi):
     pairs = nb // 2
     d_flat = d16.reshape(-1)
     m_flat = m16.reshape(-1)
-    dw = np.empty(nb, np.float32)
-    mw = np.zeros(nb, np.float32)
-    for o in range(t_lo * TASK_OUTS, min(n_out, t_hi * TASK_OUTS)):
+    # the scales of one output (two in the one-row path: the second's at nb ..), one array
+    # each, allocated once per call (a task's call in the compiled stack)
+    dw = np.empty(2 * nb, np.float32)
+    mw = np.zeros(2 * nb, np.float32)
+    o_lo, o_hi = t_lo * TASK_OUTS, min(n_out, t_hi * TASK_OUTS)
+{dual}
+    for o in range(o_lo, o_hi):
         for b in range(0, nb - 15, 16):  # the scales, 16 at a time
             store16(dw, b, halves16(d_flat, o * nb + b))
             if WITH_MIN:
@@ -519,6 +528,71 @@ _TILE = """
 {even}
 {store}
                 r += {k}
+"""
+
+
+# One row in the 512-bit form (a decode step): two outputs at a time, so two accumulator chains
+# are in flight and the row's activation loads are shared; each output's operations are the
+# one-row tile's, in its order, so the bits are the same. An odd last output goes the general
+# way.
+_DUAL = """
+    if n_rows == 1:
+        o = o_lo
+        while o + 1 < o_hi:
+            for b in range(0, nb - 15, 16):
+                store16(dw, b, halves16(d_flat, o * nb + b))
+                store16(dw, nb + b, halves16(d_flat, (o + 1) * nb + b))
+                if WITH_MIN:
+                    store16(mw, b, halves16(m_flat, o * nb + b))
+                    store16(mw, nb + b, halves16(m_flat, (o + 1) * nb + b))
+            for b in range(nb - nb % 16, nb):
+                dw[b] = table[d16[o, b]]
+                dw[nb + b] = table[d16[o + 1, b]]
+                if WITH_MIN:
+                    mw[b] = table[m16[o, b]]
+                    mw[nb + b] = table[m16[o + 1, b]]
+            wa = o * codes.shape[1]
+            wb = wa + codes.shape[1]
+            if o + 1 + 2 * AHEAD < n_out:  # the pair of rows 2 * AHEAD outputs on
+                for at in range(0, 2 * codes.shape[1], 64):
+                    prefetch(flat, wa + 2 * AHEAD * codes.shape[1] + at)
+            accA = zeros16()
+            accB = zeros16()
+            for b in range(0, nb - 1, 2):
+                xd = vload(dxx_flat, (b // 2) * 16)
+                cA = load_codes2(flat, wa + b * step)
+                accA = fma(dot2(cA, xq, b * 32), mul16(splat2(dw[b], dw[b + 1]), xd), accA)
+                cB = load_codes2(flat, wb + b * step)
+                wB = splat2(dw[nb + b], dw[nb + b + 1])
+                accB = fma(dot2(cB, xq, b * 32), mul16(wB, xd), accB)
+            eA = low(accA)
+            oA = high(accA)
+            eB = low(accB)
+            oB = high(accB)
+            if nb % 2:
+                b = nb - 1
+                c = load_codes(flat, wa + b * step)
+                eA = fma(dot(c, xq, b * 32), splat(dw[b] * dx[0, b]), eA)
+                c = load_codes(flat, wb + b * step)
+                eB = fma(dot(c, xq, b * 32), splat(dw[nb + b] * dx[0, b]), eB)
+            mA = np.float32(0)
+            mB = np.float32(0)
+            if WITH_MIN:
+                mvA = vzero(mw)
+                mvB = vzero(mw)
+                for b in range(0, nb - 15, 16):
+                    sv = vload(sx_flat, b)
+                    mvA = fma(vload(mw, b), sv, mvA)
+                    mvB = fma(vload(mw, nb + b), sv, mvB)
+                mA = vsum(mvA)
+                mB = vsum(mvB)
+                for b in range(nb - nb % 16, nb):
+                    mA = fma(mw[b], sx[0, b], mA)
+                    mB = fma(mw[nb + b], sx[0, b], mB)
+            out[0, o] = vsum(add(eA, oA)) + mA
+            out[0, o + 1] = vsum(add(eB, oB)) + mB
+            o += 2
+        o_lo = o
 """
 
 
@@ -589,7 +663,7 @@ def _range_source(wide_form: bool = False) -> str:
                 zeros="\n".join(f"                e{i} = zeros()\n                o{i} = zeros()"
                                 for i in range(k)),
                 even=lines("e", "b", k), odd=lines("o", "(b + 1)", k), store=store(k)))
-    return _RANGE.format(tiles="".join(tiles))
+    return _RANGE.format(tiles="".join(tiles), dual=_DUAL if wide_form else "")
 
 
 def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Callable:
@@ -626,11 +700,16 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
     ranged = njit(nogil=True)(product_range)
 
     if parallel:
+        spans = spans_kernel()
+
         @njit(parallel=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
             dxx = pairs_of(dx)
-            for t in prange(tasks_of(d16.shape[0])):
-                ranged(codes, d16, m16, table, xq, dx, dxx, sx, out, t, t + 1)
+            n_t = tasks_of(d16.shape[0])
+            n_s = spans(n_t)
+            for p in prange(n_s):
+                ranged(codes, d16, m16, table, xq, dx, dxx, sx, out, p * n_t // n_s,
+                       (p + 1) * n_t // n_s)
     else:
         @njit(nogil=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
@@ -661,6 +740,24 @@ def pair_scales_kernel() -> Callable:
             return out
 
         got = _compiled["pairs"] = pair_scales
+    return got
+
+
+def spans_kernel() -> Callable:
+    """The compiled, inlined `spans(n_tasks) -> n`: how many contiguous spans of tasks a
+    parallel product splits its tasks into, SPANS_PER_THREAD a thread (at most n_tasks); span
+    p runs tasks p * n_tasks // n .. (p + 1) * n_tasks // n - 1. One call a span, not one a
+    task: a call's set-up (its scale buffers, its views) cost more than a one-row task's
+    work. Which thread computes an output never changes its bits."""
+    got = _compiled.get("spans")
+    if got is None:
+        from numba import get_num_threads, njit
+
+        @njit(inline="always")
+        def spans(n_tasks):  # pragma: no cover - compiled
+            return max(1, min(n_tasks, SPANS_PER_THREAD * get_num_threads()))
+
+        got = _compiled["spans"] = spans
     return got
 
 

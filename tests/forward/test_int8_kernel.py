@@ -180,18 +180,21 @@ def _check_formula(kind: str, n_in: int) -> None:
 def test_lane_forms_agree_bit_for_bit(kind, form):
     """The VNNI lanes (one 256-bit `vpdpbusd` a block, or one 512-bit one for two blocks) give
     the portable lanes' bits, at 1 to 15 rows (every tile size: 8, 4, 2 and 1 rows, and 15
-    = 8 + 4 + 2 + 1) and an odd block count; skipped where the CPU lacks that instruction."""
+    = 8 + 4 + 2 + 1), an odd block count and an odd output count (one row goes two outputs
+    at a time in the 512-bit form, the last one alone), serial and split over threads;
+    skipped where the CPU lacks that instruction."""
     if not int8_kernel.host_has_vnni(wide=form == "vnni512"):
         pytest.skip(f"this CPU cannot run the {form} lanes; only the portable form runs here")
-    out, n_in = 40, 608  # 19 blocks: the last one is an odd block out
+    out, n_in = 41, 608  # 19 blocks: the last one is an odd block out
     weight = blocks.BlockWeight.from_stored(random_blocks(kind, out, n_in, seed=9), kind,
                                             (out, n_in))
     rows = np.random.default_rng(4).standard_normal((15, n_in)).astype(np.float32)
     rows[0, :32] = 0  # an all-zero block
     for count in (1, 2, 3, 4, 5, 8, 9, 15):
-        fast = int8_kernel.block_rows(weight, rows[:count], form=form)
         portable = int8_kernel.block_rows(weight, rows[:count], form="portable")
-        assert np.array_equal(fast, portable), count
+        for parallel in (False, True):
+            fast = int8_kernel.block_rows(weight, rows[:count], form=form, parallel=parallel)
+            assert np.array_equal(fast, portable), (count, parallel)
 
 
 def test_lanes_form_follows_the_environment(monkeypatch):
