@@ -40,12 +40,15 @@ def test_chosen_where_it_fits(made):
         load_gguf(floats, kernel="int8", fused=True)
 
 
+# Each block kind compiles its own stack (25-36 s on two cores): README line 2 runs the
+# Q4_1 cases (SmolLM2's kind), CI's slow step the Q4_0 and Q8_0 ones too.
 @pytest.mark.parametrize("arch, matrix_type, options", [
     ("llama", "Q4_1", {}),
-    ("llama", "Q4_0", {"tied": False}),
-    ("llama", "Q8_0", {"layers": 3}),
+    pytest.param("llama", "Q4_0", {"tied": False}, marks=pytest.mark.slow),
+    pytest.param("llama", "Q8_0", {"layers": 3}, marks=pytest.mark.slow),
     ("qwen2", "Q4_1", {}),  # q/k/v biases
-    ("qwen3", "Q8_0", {"head_dim": 32}),  # q/k norms, head_dim beyond hidden / heads
+    ("qwen3", "Q4_1", {"head_dim": 32}),  # q/k norms, head_dim beyond hidden / heads
+    pytest.param("qwen3", "Q8_0", {"head_dim": 32}, marks=pytest.mark.slow),
 ])
 def test_same_model_as_the_numpy_layers(made, arch, matrix_type, options):
     """The stack's logits for every row of a verify stay within 1% of the logit range of the
@@ -68,7 +71,7 @@ def test_verify_equals_steps_past_the_cache_capacity(made):
     """Past the 64 positions the caches start with (they grow), a verify batch's rows equal,
     bit for bit, steps at the same positions; and after commit_verify(n) the next step's
     logits equal those of stepping the n tokens."""
-    path = made("llama", "Q4_0")
+    path = made("llama", "Q4_1")
     model = load_gguf(path, kernel="int8")
     prompt = [(3 * i + 1) % 80 for i in range(70)]
     model.verify(prompt[:60], 0)
@@ -86,7 +89,7 @@ def test_taps_and_hidden_rows_follow_the_stack(made):
     """Layer taps record the residual after each tapped layer for every committed token, the
     same rows whether the tokens came by steps or by one verify, and the last hidden row gives
     the step's logits through lm_head_logits."""
-    path = made("llama", "Q8_0", layers=3)
+    path = made("llama", "Q4_1", layers=3)
     model = load_gguf(path, kernel="int8")
     model.set_layer_taps([0, 2])
     model.verify(TOKENS, 0)
