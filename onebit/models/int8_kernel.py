@@ -39,10 +39,10 @@ How it runs: outputs are split into tasks of TASK_OUTS over threads; for each ou
 go by tiles that share each weight block's load and nibble split while it sits in registers:
 up to eight rows in the 512-bit form (32 registers hold eight accumulators), up to four in the
 256-bit ones, so a verify of R rows reads each weight from memory once and decodes it R / 8
-(R / 4) times; one row (a decode step) goes two outputs at a time in the 512-bit form, two
-accumulator chains in flight. A parallel product runs its tasks in a few contiguous spans a
-thread (spans_kernel). The 256-bit forms keep two accumulators (even and odd blocks) a row, two FMA
-chains in flight; the 512-bit form one 16-lane accumulator a row, the tile's rows in flight.
+(R / 4) times. The 256-bit forms keep two accumulators (even and odd blocks) a row, two FMA
+chains in flight; the 512-bit form one 16-lane accumulator a row, the tile's rows in flight,
+and for one row (a decode step) it goes two outputs at a time, two chains in flight. A
+parallel product runs its tasks in a few contiguous spans a thread (spans_kernel).
 """
 
 from __future__ import annotations
