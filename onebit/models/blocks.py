@@ -103,7 +103,16 @@ def q4nx_half_scales(data: np.ndarray, shape: tuple[int, int], convention: str, 
     from onebit.models import q4nx
 
     scales, mins = q4nx.group_scales(data, *shape)
-    where = f"{file}: tensor '{name}'" if file else f"tensor '{name}'"
+    return _half_scales(scales, mins, convention, _tensor(name, file))
+
+
+def _tensor(name: str, file: str) -> str:
+    return f"{file}: tensor '{name}'" if file else f"tensor '{name}'"
+
+
+def _half_scales(scales: np.ndarray, mins: np.ndarray, convention: str,
+                 where: str) -> tuple[np.ndarray, np.ndarray]:
+    """`q4nx_half_scales` on the widened float32 scales and mins `[out, in / 32]`."""
     kind = q4nx_block_kind(convention)
     if kind == "q4_0" and np.any(mins != 0):
         row, group = (int(v) for v in np.argwhere(mins != 0)[0])
@@ -124,7 +133,7 @@ def q4nx_half_scales(data: np.ndarray, shape: tuple[int, int], convention: str, 
         return np.ascontiguousarray(half.view(np.uint16))
 
     d = half_bits(scales, "scale")
-    m = half_bits(mins, "min") if kind == "q4_1" else np.zeros((shape[0], 0), np.uint16)
+    m = half_bits(mins, "min") if kind == "q4_1" else np.zeros((mins.shape[0], 0), np.uint16)
     return d, m
 
 
@@ -166,8 +175,8 @@ class BlockWeight:
         from onebit.models import q4nx
 
         out, n_in = shape
-        d, m = q4nx_half_scales(data, shape, convention, name=name, file=file)
-        codes = q4nx.unpack(data, out, n_in, convention=convention)[0]
+        codes, scales, mins = q4nx.unpack(data, out, n_in, convention=convention)
+        d, m = _half_scales(scales, mins, convention, _tensor(name, file))
         kind = q4nx_block_kind(convention)
         q = codes.astype(np.int16) + (8 if kind == "q4_0" else 0)
         q = q.astype(np.uint8).reshape(out, n_in // BLOCK, BLOCK)
