@@ -305,78 +305,104 @@ def block_ops(form: str) -> dict[str, object]:
 
 
 def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, object]:
-    """The 512-bit forms, two blocks at once, for `block_ops("vnni512")`: `codes2_*(a, i)`
-    (blocks b and b + 1: 64 int8 codes), `dot2_signed / dot2_unsigned(c, b, j)` (16 lanes:
-    block b's 8 then block b + 1's 8, each lane the same four products as `dot_*`),
-    `splat2(s0, s1)` (8 lanes of s0, 8 of s1), `zeros16()`, and `low / high(v)`: a 16-lane
-    vector's halves. A 16-lane accumulator is then the even and odd accumulators side by
-    side: the same lanes, the same fma per lane, so the same bits."""
+    """The 512-bit forms, two blocks at once, for `block_ops("vnni512")`. Every operand a row
+    brings (its codes, its pair scales `dxx`, its lane corrections) sits at the same byte
+    offset of its own array (a row is n_in bytes of each: pair_scales_kernel), so a tile's rows
+    share one index register per row:
+
+    - `codes2_q8(a, i)` / `codes2_q4(a, i)`: blocks b and b + 1 as 64 unsigned codes: q8_0's
+      c + 128 (its bits with the sign bit flipped), q4's nibbles 0..15 (low then high nibbles
+      of each block, q4_0's as q4_1's: its - 8 is in the correction);
+    - `dot2(c, b, off, corr)`: 16 exact lanes, block b's 8 then block b + 1's 8, each lane the
+      four products of `dot_*` in the 256-bit form: one `vpdpbusd` of the unsigned codes and
+      the int8 b[off .. off + 63], started from the lanes' correction at corr's byte `off`
+      (-128 or -8 times the lane's activation sum, lane_corrections_kernel; 0 for q4_1, whose
+      codes are the values), so sum (c + 128) x - 128 sum x = sum c x: the same integers;
+    - `pair_at(s, i)`: 8 lanes of s[i], 8 of s[i + 1] (float32 array);
+    - `vload_at(a, off)`: 16 float32 at byte `off` of a float32 array;
+    - `zeros16()`, `mul16(a, b)`, and `low / high(v)`: a 16-lane vector's halves. A 16-lane
+      accumulator is then the even and odd accumulators side by side: the same lanes, the
+      same fma per lane, so the same bits."""
     i8, i32 = ir.IntType(8), ir.IntType(32)
     v64i8, v16i32 = ir.VectorType(i8, 64), ir.VectorType(i32, 16)
     v16f = ir.VectorType(ir.FloatType(), 16)
     lanes16, lanes8, codes64 = _vec("float32", 16), _vec("float32", 8), _vec("int8", 64)
 
-    def make_codes(offset: int | None):
+    def f32_array(x):
+        return isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
+
+    def at_byte(context, builder, arr_type, arr, off, vector):
+        ary = context.make_array(arr_type)(context, builder, arr)
+        base = builder.bitcast(ary.data, i8.as_pointer())
+        ptr = builder.gep(base, [off], inbounds=True)
+        return builder.load(builder.bitcast(ptr, vector.as_pointer()), align=1)
+
+    def make_codes(q8: bool):
         @intrinsic
         def codes2(typingctx, a, i):
             if not byte_array(a) or not isinstance(i, types.Integer):
                 return None
 
             def codegen(context, builder, sig, args):
-                if offset is None:
-                    return load(context, builder, sig.args[0], args[0], args[1], 64)
+                if q8:
+                    v = load(context, builder, sig.args[0], args[0], args[1], 64)
+                    return builder.xor(v, ir.Constant(v64i8, [-128] * 64))
                 v = load(context, builder, sig.args[0], args[0], args[1], 32)
                 lo = builder.and_(v, ir.Constant(ir.VectorType(i8, 32), [15] * 32))
                 hi = builder.lshr(v, ir.Constant(ir.VectorType(i8, 32), [4] * 32))
                 order = (list(range(0, 16)) + list(range(32, 48)) + list(range(16, 32))
                          + list(range(48, 64)))
-                w = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 64), order))
-                if offset:
-                    w = builder.sub(w, ir.Constant(v64i8, [offset] * 64))
-                return w
+                return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 64), order))
 
             return codes64(a, i), codegen
 
         return codes2
 
-    def make_dot(signed: bool):
+    def make_dot(corrected: bool):
         @intrinsic
-        def dot2(typingctx, c, b, j):
-            if c != codes64 or not byte_array(b) or not isinstance(j, types.Integer):
+        def dot2(typingctx, c, b, off, corr):
+            if (c != codes64 or not byte_array(b) or not isinstance(off, types.Integer)
+                    or not (isinstance(corr, types.Array) and corr.dtype == types.int32)):
                 return None
 
             def codegen(context, builder, sig, args):
-                w = args[0]
                 y = load(context, builder, sig.args[1], args[1], args[2], 64)
-                if signed:  # |c| times (b with c's sign), as the 256-bit form
-                    zero = ir.Constant(v64i8, None)
-                    negative = builder.icmp_signed("<", w, zero)
-                    w_abs = builder.select(negative, builder.neg(w), w)
-                    y = builder.select(negative, builder.neg(y), y)
-                    y = builder.select(builder.icmp_signed("==", w, zero), zero, y)
-                    w = w_abs
+                start = (at_byte(context, builder, sig.args[3], args[3], args[2], v16i32)
+                         if corrected else ir.Constant(v16i32, None))
                 fnty = ir.FunctionType(v16i32, [v16i32] * 3)
                 fn = cgutils.get_or_insert_function(builder.module, fnty,
                                                     "llvm.x86.avx512.vpdpbusd.512")
-                v = builder.call(fn, [ir.Constant(v16i32, None), builder.bitcast(w, v16i32),
+                v = builder.call(fn, [start, builder.bitcast(args[0], v16i32),
                                       builder.bitcast(y, v16i32)])
                 return builder.sitofp(v, v16f)
 
-            return lanes16(c, b, j), codegen
+            return lanes16(c, b, off, corr), codegen
 
         return dot2
 
     @intrinsic
-    def splat2(typingctx, s0, s1):
-        if s0 != types.float32 or s1 != types.float32:
+    def pair_at(typingctx, s, i):
+        if not f32_array(s) or not isinstance(i, types.Integer):
             return None
 
         def codegen(context, builder, sig, args):
-            v = builder.insert_element(ir.Constant(v16f, None), args[0], ir.Constant(i32, 0))
-            v = builder.insert_element(v, args[1], ir.Constant(i32, 1))
-            return builder.shuffle_vector(v, v, ir.Constant(v16i32, [0] * 8 + [1] * 8))
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            two = builder.load(builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 2)
+                                               .as_pointer()), align=4)
+            return builder.shuffle_vector(two, two, ir.Constant(v16i32, [0] * 8 + [1] * 8))
 
-        return lanes16(s0, s1), codegen
+        return lanes16(s, i), codegen
+
+    @intrinsic
+    def vload_at(typingctx, a, off):
+        if not f32_array(a) or not isinstance(off, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return at_byte(context, builder, sig.args[0], args[0], args[1], v16f)
+
+        return lanes16(a, off), codegen
 
     @intrinsic
     def mul16(typingctx, a, b):
@@ -409,9 +435,9 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
 
         return half
 
-    return dict(codes2_q8=make_codes(None), codes2_q4_0=make_codes(8),
-                codes2_q4_1=make_codes(0), dot2_signed=make_dot(True),
-                dot2_unsigned=make_dot(False), splat2=splat2, zeros16=zeros16, mul16=mul16,
+    return dict(codes2_q8=make_codes(True), codes2_q4=make_codes(False),
+                dot2_corrected=make_dot(True), dot2_plain=make_dot(False), pair_at=pair_at,
+                vload_at=vload_at, zeros16=zeros16, mul16=mul16,
                 low=make_half(0), high=make_half(8))
 
 
@@ -479,18 +505,19 @@ def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 # accumulators in registers only when they are named variables, and a helper function taking
 # the arrays would count references on every call: measured 1.5x slower for one row).
 _RANGE = """
-def product_range(codes, d16, m16, table, xq, dx, dxx, sx, out, t_lo, t_hi):
+def product_range(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, t_lo, t_hi):
     n_out, nb = d16.shape
     n_rows, n_in = out.shape[0], nb * 32
     step = codes.shape[1] // nb  # code bytes per block
     flat = codes.reshape(-1)
     sx_flat = sx.reshape(-1)
     dxx_flat = dxx.reshape(-1)
-    pairs = nb // 2
+    corr_flat = corr.reshape(-1)
+    dx_flat = dx.reshape(-1)
     d_flat = d16.reshape(-1)
     m_flat = m16.reshape(-1)
-    # the scales of one output (two in the one-row path: the second's at nb ..), one array
-    # each, allocated once per call (a task's call in the compiled stack)
+    # the scales of one output (two in the one-row path: the second's at nb .., each times
+    # the row's dx), one array each, allocated once per call (a task's call in the stack)
     dw = np.empty(2 * nb, np.float32)
     mw = np.zeros(2 * nb, np.float32)
     o_lo, o_hi = t_lo * TASK_OUTS, min(n_out, t_hi * TASK_OUTS)
@@ -539,15 +566,16 @@ _DUAL = """
     if n_rows == 1:
         o = o_lo
         while o + 1 < o_hi:
-            for b in range(0, nb - 15, 16):
-                store16(dw, b, halves16(d_flat, o * nb + b))
-                store16(dw, nb + b, halves16(d_flat, (o + 1) * nb + b))
+            for b in range(0, nb - 15, 16):  # dw_b dx_b: the tile's mul16(w2, dxx) per lane
+                xd = vload(dx_flat, b)
+                store16(dw, b, mul16(halves16(d_flat, o * nb + b), xd))
+                store16(dw, nb + b, mul16(halves16(d_flat, (o + 1) * nb + b), xd))
                 if WITH_MIN:
                     store16(mw, b, halves16(m_flat, o * nb + b))
                     store16(mw, nb + b, halves16(m_flat, (o + 1) * nb + b))
             for b in range(nb - nb % 16, nb):
-                dw[b] = table[d16[o, b]]
-                dw[nb + b] = table[d16[o + 1, b]]
+                dw[b] = table[d16[o, b]] * dx_flat[b]
+                dw[nb + b] = table[d16[o + 1, b]] * dx_flat[b]
                 if WITH_MIN:
                     mw[b] = table[m16[o, b]]
                     mw[nb + b] = table[m16[o + 1, b]]
@@ -559,12 +587,10 @@ _DUAL = """
             accA = zeros16()
             accB = zeros16()
             for b in range(0, nb - 1, 2):
-                xd = vload(dxx_flat, (b // 2) * 16)
                 cA = load_codes2(flat, wa + b * step)
-                accA = fma(dot2(cA, xq, b * 32), mul16(splat2(dw[b], dw[b + 1]), xd), accA)
+                accA = fma(dot2(cA, xq, b * 32, corr_flat), pair_at(dw, b), accA)
                 cB = load_codes2(flat, wb + b * step)
-                wB = splat2(dw[nb + b], dw[nb + b + 1])
-                accB = fma(dot2(cB, xq, b * 32), mul16(wB, xd), accB)
+                accB = fma(dot2(cB, xq, b * 32, corr_flat), pair_at(dw, nb + b), accB)
             eA = low(accA)
             oA = high(accA)
             eB = low(accB)
@@ -572,9 +598,9 @@ _DUAL = """
             if nb % 2:
                 b = nb - 1
                 c = load_codes(flat, wa + b * step)
-                eA = fma(dot(c, xq, b * 32), splat(dw[b] * dx[0, b]), eA)
+                eA = fma(dot(c, xq, b * 32), splat(dw[b]), eA)
                 c = load_codes(flat, wb + b * step)
-                eB = fma(dot(c, xq, b * 32), splat(dw[nb + b] * dx[0, b]), eB)
+                eB = fma(dot(c, xq, b * 32), splat(dw[nb + b]), eB)
             mA = np.float32(0)
             mB = np.float32(0)
             if WITH_MIN:
@@ -603,7 +629,7 @@ _WIDE_TILE = """
 {zeros}
                 for b in range(0, nb - 1, 2):
                     c = load_codes2(flat, w0 + b * step)
-                    w2 = splat2(dw[b], dw[b + 1])
+                    w2 = pair_at(dw, b)
 {pairs}
 {halves}
                 if nb % 2:
@@ -636,10 +662,11 @@ def _range_source(wide_form: bool = False) -> str:
                     f"                out[r + {i}, o] = vsum(add(e{i}, o{i})) + m"]
         return "\n".join(out)
 
-    def wide(k: int) -> str:
+    def wide(k: int) -> str:  # row r + i's operands all at byte (r + i) * n_in + b * 32
         return "\n".join(
-            f"                    acc{i} = fma(dot2(c, xq, (r + {i}) * n_in + b * 32), "
-            f"mul16(w2, vload(dxx_flat, ((r + {i}) * pairs + b // 2) * 16)), acc{i})"
+            f"                    at{i} = (r + {i}) * n_in + b * 32\n"
+            f"                    acc{i} = fma(dot2(c, xq, at{i}, corr_flat), "
+            f"mul16(w2, vload_at(dxx_flat, at{i})), acc{i})"
             for i in range(k))
 
     tiles = []
@@ -690,14 +717,17 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
                      store16=ops["store16"])
     if form == "vnni512":
         namespace.update(
-            load_codes2=ops[("codes2_q8", "codes2_q4_0", "codes2_q4_1")[kind]],
-            dot2=ops["dot2_unsigned" if kind == 2 else "dot2_signed"],
-            **{name: ops[name] for name in ("splat2", "zeros16", "low", "high", "mul16")})
+            load_codes2=ops["codes2_q8" if kind == 0 else "codes2_q4"],
+            dot2=ops["dot2_plain" if kind == 2 else "dot2_corrected"],
+            **{name: ops[name] for name in ("pair_at", "vload_at", "zeros16", "low", "high",
+                                           "mul16")})
     exec(_range_source(form == "vnni512"), namespace)  # noqa: S102 - our own template, no outside input
     product_range = namespace["product_range"]
 
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
     ranged = njit(nogil=True)(product_range)
+    corrections = lane_corrections_kernel()
+    factor = correction_factor(kind, form)
 
     if parallel:
         spans = spans_kernel()
@@ -705,16 +735,17 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         @njit(parallel=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
             dxx = pairs_of(dx)
+            corr = corrections(xq, dx, factor)
             n_t = tasks_of(d16.shape[0])
             n_s = spans(n_t)
             for p in prange(n_s):
-                ranged(codes, d16, m16, table, xq, dx, dxx, sx, out, p * n_t // n_s,
+                ranged(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, p * n_t // n_s,
                        (p + 1) * n_t // n_s)
     else:
         @njit(nogil=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
-            ranged(codes, d16, m16, table, xq, dx, pairs_of(dx), sx, out, 0,
-                   tasks_of(d16.shape[0]))
+            ranged(codes, d16, m16, table, xq, dx, pairs_of(dx), sx,
+                   corrections(xq, dx, factor), out, 0, tasks_of(d16.shape[0]))
 
     got = _compiled[key] = product
     _compiled[("range",) + key[1:]] = ranged
@@ -722,9 +753,10 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
 
 
 def pair_scales_kernel() -> Callable:
-    """The compiled `pair_scales(dx [R, nb]) -> [R, nb // 2, 16]`: each pair of blocks' scales
-    as the 512-bit form multiplies them in, 8 lanes of dx[r, 2p] then 8 of dx[r, 2p + 1]
-    (made once per product, not once per weight row and row)."""
+    """The compiled `pair_scales(dx [R, nb]) -> [R, nb * 8]`: each pair of blocks' scales as
+    the 512-bit form multiplies them in, 8 lanes of dx[r, 2p] then 8 of dx[r, 2p + 1] at
+    lanes 16p .. 16p + 15 (made once per product, not once per weight row and row). A row is
+    nb * 8 floats, n_in bytes: a pair's scales sit at the byte offset of its codes in xq."""
     got = _compiled.get("pairs")
     if got is None:
         from numba import njit
@@ -732,14 +764,48 @@ def pair_scales_kernel() -> Callable:
         @njit(nogil=True)
         def pair_scales(dx):  # pragma: no cover - compiled
             rows, nb = dx.shape
-            out = np.empty((rows, nb // 2, 16), np.float32)
+            out = np.zeros((rows, nb * 8), np.float32)
             for r in range(rows):
                 for p in range(nb // 2):
                     for lane in range(16):
-                        out[r, p, lane] = dx[r, 2 * p + lane // 8]
+                        out[r, 16 * p + lane] = dx[r, 2 * p + lane // 8]
             return out
 
         got = _compiled["pairs"] = pair_scales
+    return got
+
+
+def correction_factor(kind: int, form: str) -> int:
+    """What the 512-bit form's lanes start from, per lane activation sum: q8_0's codes go in
+    plus 128 and q4_0's as nibbles (their value plus 8), so their lanes start at -128 and -8
+    times the lane's activation sum; 0 for q4_1 and for the other forms (no correction)."""
+    return (128, 8, 0)[kind] if form == "vnni512" else 0
+
+
+def lane_corrections_kernel() -> Callable:
+    """The compiled `lane_corrections(xq, dx [R, nb], factor) -> int32 [R, nb * 8]`: for
+    each pair of blocks p, 16 lanes (block 2p's 8, then 2p + 1's) of -factor times the sum of
+    the lane's four int8 activations, laid out as pair_scales' (made once per product; all
+    zero when factor is 0)."""
+    got = _compiled.get("corrections")
+    if got is None:
+        from numba import njit
+
+        @njit(nogil=True)
+        def lane_corrections(xq, dx, factor):  # pragma: no cover - compiled
+            rows, nb = dx.shape
+            out = np.zeros((rows, nb * 8), np.int32)
+            if factor:
+                for r in range(rows):
+                    for p in range(nb // 2):
+                        for lane in range(16):
+                            at = r * nb * 32 + 64 * p + 4 * lane
+                            total = (np.int32(xq[at]) + np.int32(xq[at + 1])
+                                     + np.int32(xq[at + 2]) + np.int32(xq[at + 3]))
+                            out[r, 16 * p + lane] = -factor * total
+            return out
+
+        got = _compiled["corrections"] = lane_corrections
     return got
 
 
@@ -767,8 +833,9 @@ def tasks(n_out: int) -> int:
 
 
 def range_kernel(kind: str) -> Callable:
-    """The compiled `product_range(codes, d16, m16, table, xq, dx, dxx, sx, out, t_lo, t_hi)`
-    (dxx: `pair_scales_kernel()(dx)`) for
+    """The compiled `product_range(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, t_lo,
+    t_hi)` (dxx: `pair_scales_kernel()(dx)`, corr: `lane_corrections_kernel()(xq, dx,
+    correction_factor(KIND_IDS[kind], lanes_form()))`) for
     weights of `kind` ("q8_0" / "q4_0" / "q4_1"), in this process's lanes form: the outputs of
     tasks t_lo .. t_hi - 1 (`tasks(n_out)` in all), for a compiled caller that splits the
     tasks over threads itself (the fused stack)."""
