@@ -215,6 +215,9 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     tasks = njit(inline="always")(int8_kernel.tasks)
     spans = int8_kernel.spans_kernel()
     pairs = int8_kernel.pair_scales_kernel()
+    corrections = int8_kernel.lane_corrections_kernel()
+    f_qkv, f_o, f_gu, f_down = (int8_kernel.correction_factor(int8_kernel.KIND_IDS[k], key[2])
+                                for k in kinds)
     parts = kernels._tiled_intrinsics()
     vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
 
@@ -279,10 +282,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     norm_quantize(x, in_norm[layer], eps, h, hq, hdx, hsx, i)
             hdxx = pairs(hdx)
+            corr = corrections(hq, hdx, f_qkv)
             n_t = tasks(n_qkv)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hdxx, hsx, qkv,
+                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hdxx, hsx, corr, qkv,
                           p * n_t // n_s, (p + 1) * n_t // n_s)
             if qkv_bias.shape[1]:
                 for i in range(R):
@@ -298,13 +302,16 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                             norm_row(src, q_norm[layer] if hh < Hq else k_norm[layer], eps,
                                      dst)
                         else:
-                            dst[:] = src
+                            for d in range(D):
+                                dst[d] = src[d]
                         for j in range(half):  # rotate-half RoPE, in place
                             x1, x2 = dst[j], dst[j + half]
                             dst[j] = x1 * cos[t_i, j] - x2 * sin[t_i, j]
                             dst[j + half] = x2 * cos[t_i, j] + x1 * sin[t_i, j]
                     else:
-                        V[layer, hh - Hq - Hkv, t_i, :] = src
+                        vt = V[layer, hh - Hq - Hkv, t_i]
+                        for d in range(D):
+                            vt[d] = src[d]
             # Row i attends to positions 0 .. pos+i, exactly as a step there would; the rows
             # and heads are independent, so they are split over threads.
             for task in prange(R * Hq):
@@ -341,10 +348,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             else:
                 quantize(att, aq, adx, asx)
             adxx = pairs(adx)
+            corr = corrections(aq, adx, f_o)
             n_t = tasks(H)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, adxx, asx, proj,
+                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, adxx, asx, corr, proj,
                         p * n_t // n_s, (p + 1) * n_t // n_s)
             for i in range(R):
                 for j in range(H):
@@ -360,10 +368,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     norm_quantize(x, post_norm[layer], eps, h, hq, hdx, hsx, i)
             hdxx = pairs(hdx)
+            corr = corrections(hq, hdx, f_gu)
             n_t = tasks(2 * inter)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hdxx, hsx, gu,
+                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hdxx, hsx, corr, gu,
                          p * n_t // n_s, (p + 1) * n_t // n_s)
             if parallel and R >= PARALLEL_ROWS:
                 for i in prange(R):
@@ -372,17 +381,19 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     silu_quantize(gu, act, mq, mdx, msx, i)
             mdxx = pairs(mdx)
+            corr = corrections(mq, mdx, f_down)
             n_t = tasks(H)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, mdxx, msx, proj,
+                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, mdxx, msx, corr, proj,
                            p * n_t // n_s, (p + 1) * n_t // n_s)
             for i in range(R):
                 for j in range(H):
                     x[i, j] = x[i, j] + proj[i, j]
             if tap_slot[layer] >= 0:
                 for i in range(R):
-                    tapped[i, tap_slot[layer]] = x[i]
+                    for j in range(H):
+                        tapped[i, tap_slot[layer], j] = x[i, j]
 
     _compiled[key] = stack
     return stack
