@@ -320,6 +320,7 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
       codes are the values), so sum (c + 128) x - 128 sum x = sum c x: the same integers;
     - `pair_at(s, i)`: 8 lanes of s[i], 8 of s[i + 1] (float32 array);
     - `vload_at(a, off)`: 16 float32 at byte `off` of a float32 array;
+    - `vload8(a, i)`: a[i .. i + 7] of a float32 array; `lane8(v, i)`: lane i of 8;
     - `zeros16()`, `mul16(a, b)`, and `low / high(v)`: a 16-lane vector's halves. A 16-lane
       accumulator is then the even and odd accumulators side by side: the same lanes, the
       same fma per lane, so the same bits."""
@@ -435,9 +436,32 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
 
         return half
 
+    @intrinsic
+    def vload8(typingctx, a, i):
+        if not f32_array(a) or not isinstance(i, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            return builder.load(builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 8)
+                                                .as_pointer()), align=4)
+
+        return lanes8(a, i), codegen
+
+    @intrinsic
+    def lane8(typingctx, v, i):
+        if v != lanes8 or not isinstance(i, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.extract_element(args[0], args[1])
+
+        return types.float32(v, i), codegen
+
     return dict(codes2_q8=make_codes(True), codes2_q4=make_codes(False),
                 dot2_corrected=make_dot(True), dot2_plain=make_dot(False), pair_at=pair_at,
-                vload_at=vload_at, zeros16=zeros16, mul16=mul16,
+                vload_at=vload_at, zeros16=zeros16, mul16=mul16, vload8=vload8, lane8=lane8,
                 low=make_half(0), high=make_half(8))
 
 
@@ -521,7 +545,7 @@ def product_range(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, t_lo, t_hi
     dw = np.empty(2 * nb, np.float32)
     mw = np.zeros(2 * nb, np.float32)
     o_lo, o_hi = t_lo * TASK_OUTS, min(n_out, t_hi * TASK_OUTS)
-{dual}
+{setup}{dual}
     for o in range(o_lo, o_hi):
         for b in range(0, nb - 15, 16):  # the scales, 16 at a time
             store16(dw, b, halves16(d_flat, o * nb + b))
@@ -622,6 +646,20 @@ _DUAL = """
 """
 
 
+# The 512-bit form's tiles of two rows or more take q4_1's min term for all their rows at once:
+# lane i of 8 is row r + i, so each (row, output) gets the one-row formula's operations in its
+# order (16 block lanes by fma, the halving tree, the tail in order), 8 rows an instruction.
+# sxt holds sx transposed (block-major, 8 zero lanes past the last row, for the last tile).
+_WIDE_SETUP = """
+    sxw = n_rows + 8
+    sxt = np.zeros(nb * sxw if WITH_MIN and n_rows > 1 else 0, np.float32)
+    if WITH_MIN and n_rows > 1:
+        for rr in range(n_rows):
+            for b in range(nb):
+                sxt[b * sxw + rr] = sx[rr, b]
+"""
+
+
 # The 512-bit tile: blocks b and b + 1 in one 16-lane accumulator (its halves are the even and
 # odd accumulators of _TILE), the last block of an odd count on the low half.
 _WIDE_TILE = """
@@ -669,6 +707,24 @@ def _range_source(wide_form: bool = False) -> str:
             f"mul16(w2, vload_at(dxx_flat, at{i})), acc{i})"
             for i in range(k))
 
+    def rows_store(k: int) -> str:  # the 512-bit tiles of k >= 2 rows (_WIDE_SETUP)
+        t = [f"t{j}" for j in range(16)]
+        out = [f"                s{i} = vsum(add(e{i}, o{i}))" for i in range(k)]
+        out += ["                m8 = zeros()", "                if WITH_MIN:"]
+        out += [f"                    {name} = zeros()" for name in t]
+        out += ["                    for b in range(0, nb - 15, 16):"]
+        out += [f"                        t{j} = fma(splat(mw[b + {j}]), "
+                f"vload8(sxt, (b + {j}) * sxw + r), t{j})" for j in range(16)]
+        width = 16
+        while width > 1:  # the halving tree, as vsum's
+            width //= 2
+            out += [f"                    t{j} = add(t{j}, t{j + width})" for j in range(width)]
+        out += ["                    m8 = t0",
+                "                    for b in range(nb - nb % 16, nb):",
+                "                        m8 = fma(splat(mw[b]), vload8(sxt, b * sxw + r), m8)"]
+        out += [f"                out[r + {i}, o] = s{i} + lane8(m8, {i})" for i in range(k)]
+        return "\n".join(out)
+
     tiles = []
     # the 512-bit form has 32 registers: a tile of 8 rows keeps its 8 accumulators, the codes
     # and the scales in registers (each block pair's codes are decoded once for 8 rows); the
@@ -683,14 +739,15 @@ def _range_source(wide_form: bool = False) -> str:
                 pairs=wide(k), halves="\n".join(f"                e{i} = low(acc{i})\n"
                                                  f"                o{i} = high(acc{i})"
                                                  for i in range(k)),
-                even=lines("e", "b", k), store=store(k)))
+                even=lines("e", "b", k), store=rows_store(k) if k > 1 else store(k)))
         else:
             tiles.append(_TILE.format(
                 test=test, k=k,
                 zeros="\n".join(f"                e{i} = zeros()\n                o{i} = zeros()"
                                 for i in range(k)),
                 even=lines("e", "b", k), odd=lines("o", "(b + 1)", k), store=store(k)))
-    return _RANGE.format(tiles="".join(tiles), dual=_DUAL if wide_form else "")
+    return _RANGE.format(tiles="".join(tiles), dual=_DUAL if wide_form else "",
+                         setup=_WIDE_SETUP if wide_form else "")
 
 
 def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Callable:
@@ -720,7 +777,7 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
             load_codes2=ops["codes2_q8" if kind == 0 else "codes2_q4"],
             dot2=ops["dot2_plain" if kind == 2 else "dot2_corrected"],
             **{name: ops[name] for name in ("pair_at", "vload_at", "zeros16", "low", "high",
-                                           "mul16")})
+                                           "mul16", "vload8", "lane8")})
     exec(_range_source(form == "vnni512"), namespace)  # noqa: S102 - our own template, no outside input
     product_range = namespace["product_range"]
 
