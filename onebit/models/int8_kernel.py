@@ -27,9 +27,11 @@ row, what 8 steps give (tests/forward/test_int8_kernel.py proves it for 1..16 ro
 do not depend on the machine either: with AVX-VNNI each v_b is one 256-bit `vpdpbusd`
 (unsigned codes times signed activations, four products a lane: the q8_0 / q4_0 codes go in as
 |c| with the activation's sign flipped where c < 0, as llama.cpp does), with AVX-512 VNNI one
-512-bit `vpdpbusd` makes two blocks' lanes and one 16-lane fma updates e and o together, and
-elsewhere LLVM's portable form computes the same four-product lanes (`lanes_form()` says which;
-the three are compared bit for bit in the tests).
+512-bit `vpdpbusd` makes two blocks' lanes and one 16-lane fma updates e and o together (its
+codes always unsigned: q8_0's c + 128 and q4_0's nibble c + 8, each lane started from -128 or
+-8 times its four activations' sum, so the same integer), and elsewhere LLVM's portable form
+computes the same four-product lanes (`lanes_form()` says which; the three are compared bit
+for bit in the tests).
 
 Against the float path (the weight dequantised, times the unquantised row) the only new error is
 the activation's rounding, at most dx_b / 2 per element: |Y_int - Y_float| is bounded by
@@ -41,8 +43,10 @@ up to eight rows in the 512-bit form (32 registers hold eight accumulators), up 
 256-bit ones, so a verify of R rows reads each weight from memory once and decodes it R / 8
 (R / 4) times. The 256-bit forms keep two accumulators (even and odd blocks) a row, two FMA
 chains in flight; the 512-bit form one 16-lane accumulator a row, the tile's rows in flight,
-and for one row (a decode step) it goes two outputs at a time, two chains in flight. A
-parallel product runs its tasks in a few contiguous spans a thread (spans_kernel).
+and for one row (a decode step) it goes two outputs at a time, two chains in flight, each
+output's block scales multiplied by the row's once. Its tiles of 2..8 rows take q4_1's min
+term for all their rows at once (row i in lane i, the same operations per row). A parallel
+product runs its tasks in a few contiguous spans a thread (spans_kernel).
 """
 
 from __future__ import annotations
