@@ -102,3 +102,24 @@ def test_taps_and_hidden_rows_follow_the_stack(made):
     assert np.array_equal(model.tapped_rows(), batched)
     assert not np.array_equal(batched[:, 0], batched[:, 1])
     assert np.array_equal(model.lm_head_logits(model.last_hidden()), logits[-1])
+
+
+def test_stack_runs_only_its_own_parallel_loops(made):
+    """Under parallel=True numba makes every slice assignment or array expression a parallel
+    region of its own; in the stack's per-row, per-head code each would launch once a row,
+    head and layer (4320 regions for a verify of 8 rows on SmolLM2, when the K / V copies were
+    slice assignments). The compiled stack's top-level parallel loops are its prange loops
+    and nothing else."""
+    import inspect
+
+    from onebit.models import fused
+
+    model = load_gguf(made(), kernel="int8")
+    model.reset()
+    model.step(1, 0)
+    stack = fused.stack_kernel(("q4_1",) * 4, True)
+    pranges = inspect.getsource(fused.stack_kernel).count(" in prange(")
+    assert pranges >= 9  # the products, the attention and the row-wise steps
+    for signature in stack.signatures:
+        parfors = stack.get_metadata(signature)["parfor_diagnostics"].get_parfors()
+        assert len(parfors) == pranges
