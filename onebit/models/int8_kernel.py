@@ -342,6 +342,12 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
         ptr = builder.gep(base, [off], inbounds=True)
         return builder.load(builder.bitcast(ptr, vector.as_pointer()), align=1)
 
+    def floats_at(context, builder, arr_type, arr, i, n):  # arr[i .. i + n - 1], float32
+        ary = context.make_array(arr_type)(context, builder, arr)
+        ptr = builder.gep(ary.data, [i], inbounds=True)
+        vector = ir.VectorType(ir.FloatType(), n)
+        return builder.load(builder.bitcast(ptr, vector.as_pointer()), align=4)
+
     def make_codes(q8: bool):
         @intrinsic
         def codes2(typingctx, a, i):
@@ -391,10 +397,7 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
             return None
 
         def codegen(context, builder, sig, args):
-            ary = context.make_array(sig.args[0])(context, builder, args[0])
-            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
-            two = builder.load(builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 2)
-                                               .as_pointer()), align=4)
+            two = floats_at(context, builder, sig.args[0], args[0], args[1], 2)
             return builder.shuffle_vector(two, two, ir.Constant(v16i32, [0] * 8 + [1] * 8))
 
         return lanes16(s, i), codegen
@@ -446,10 +449,7 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
             return None
 
         def codegen(context, builder, sig, args):
-            ary = context.make_array(sig.args[0])(context, builder, args[0])
-            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
-            return builder.load(builder.bitcast(ptr, ir.VectorType(ir.FloatType(), 8)
-                                                .as_pointer()), align=4)
+            return floats_at(context, builder, sig.args[0], args[0], args[1], 8)
 
         return lanes8(a, i), codegen
 
