@@ -846,8 +846,9 @@ def correction_factor(kind: int, form: str) -> int:
 def lane_corrections_kernel() -> Callable:
     """The compiled `lane_corrections(xq, dx [R, nb], factor) -> int32 [R, nb * 8]`: for
     each pair of blocks p, 16 lanes (block 2p's 8, then 2p + 1's) of -factor times the sum of
-    the lane's four int8 activations, laid out as pair_scales' (made once per product; all
-    zero when factor is 0)."""
+    the lane's four int8 activations, laid out as pair_scales' (made once per product). With
+    factor 0 (q4_1, whose lanes start at 0 and never read it) it is an empty [R, 0]: nothing
+    to fill on every product."""
     got = _compiled.get("corrections")
     if got is None:
         from numba import njit
@@ -855,7 +856,7 @@ def lane_corrections_kernel() -> Callable:
         @njit(nogil=True)
         def lane_corrections(xq, dx, factor):  # pragma: no cover - compiled
             rows, nb = dx.shape
-            out = np.zeros((rows, nb * 8), np.int32)
+            out = np.zeros((rows, nb * 8 if factor else 0), np.int32)
             if factor:
                 for r in range(rows):
                     for p in range(nb // 2):
