@@ -12,7 +12,9 @@ copy that silently kept a part). Arms, each cumulative:
 - no silu: also the exp of SiLU (act = g * u).
 A part's cost is the difference of two neighbouring arms. Every arm runs on the same residual
 rows at position 128, after 128 positions of cache, 5 calls a sample; each round times every
-arm once, in order. Prints each arm's median [min .. max] over the rounds, in ms. Nothing
+arm once, in order. Prints each arm's median [min .. max] over the rounds, in ms, then each
+part's (the differences taken round by round; "the rest" is the last arm: norms,
+quantisation, RoPE, the cache writes, the parallel regions). Nothing
 here checks bits (the emptied copies compute something else); the real stack's bits are the
 tests' job (tests/forward/test_fused.py).
 """
@@ -43,6 +45,8 @@ NO_SILU = [("act[i, j] = g / (np.float32(1) + np.exp(-g)) * gu[i, inter + j]",
 ARMS = {"full": [], "no products": NO_PRODUCTS,
         "no attention": NO_PRODUCTS + NO_ATTENTION,
         "no silu": NO_PRODUCTS + NO_ATTENTION + NO_SILU}
+# what each arm after "full" leaves out that the arm before it ran
+PART_NAMES = ("products", "attention", "silu exp")
 
 
 def patched_module(name: str, patches: list[tuple[str, str]]) -> types.ModuleType:
@@ -99,6 +103,14 @@ def main(argv: list[str] | None = None) -> None:
                     stack.run(rows[:r].copy(), 128, cos, sin, ())
                 times[arm].append((time.perf_counter() - start) / 5 * 1e3)
         print(f"rows {r}: " + "   ".join(f"{arm} {spread(t)}" for arm, t in times.items()))
+        # each part's cost, round by round: an arm less the next (the last arm is the rest)
+        arms = list(times)
+        parts = {PART_NAMES[i]: [a - b for a, b in zip(times[arms[i]], times[arms[i + 1]],
+                                                       strict=True)]
+                 for i in range(len(arms) - 1)}
+        parts["the rest"] = times[arms[-1]]
+        print(f"rows {r}, each part: " + "   ".join(f"{part} {spread(t)}"
+                                                  for part, t in parts.items()))
 
 
 if __name__ == "__main__":
