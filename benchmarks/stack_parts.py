@@ -31,9 +31,8 @@ from pathlib import Path
 import numpy as np
 
 import onebit
+from onebit import hub
 from onebit.models import fused
-
-DEFAULT_MODEL = Path.home() / ".cache/onebit/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 NO_PRODUCTS = [("for p in prange(n_s):", "for p in prange(n_s * 0):"),
                ("qkv = np.empty((R, n_qkv)", "qkv = np.zeros((R, n_qkv)"),
@@ -70,7 +69,7 @@ def spread(values: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    parser.add_argument("--model", type=Path, default=hub.cache_path())
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8])
     args = parser.parse_args(argv)
@@ -80,9 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     if model._fused is None:
         sys.exit(f"stack_parts: {args.model} does not run the compiled stack: "
                  f"{fused.unfit_reason(model)}")
-    model.reset()
-    model.step(1, 0)  # builds the RoPE table the stack reads
-    model._rope_table(256 + max(args.rows))
+    model._rope_table(256 + max(args.rows))  # the cos / sin rows the stack reads
     cos, sin = model._rope_cos, model._rope_sin
     stacks = {arm: patched_module(f"stack_parts_{i}", patches).FusedStack(model)
               for i, (arm, patches) in enumerate(ARMS.items())}
