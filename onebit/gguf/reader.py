@@ -34,15 +34,34 @@ class GGUFContents:
     header: Header
 
 
+def _reader_class():
+    """`gguf.GGUFReader` reading through a plain ndarray view of its memory map.
+
+    The reader slices its map once per value, and a 49k-token vocabulary is some 150k strings:
+    each slice of an `np.memmap` runs the subclass's Python `__array_finalize__`, which was
+    two thirds of SmolLM2's load (2.6-2.8 s against 0.8-1.0 s through the view, same fields,
+    same tensor bytes). The view shares the map's memory and keeps it open."""
+    from gguf import GGUFReader
+
+    class PlainViewReader(GGUFReader):
+        @property
+        def data(self) -> np.ndarray:
+            return self._plain_data
+
+        @data.setter
+        def data(self, value: np.ndarray) -> None:
+            self._plain_data = value.view(np.ndarray) if isinstance(value, np.memmap) else value
+
+    return PlainViewReader
+
+
 def read_metadata(path: str | Path) -> tuple[Header, Any, dict[str, Any]]:
     """(checked header, the `gguf.GGUFReader`, metadata as plain values) of the file."""
     path = Path(path)
     check_regular(path, GGUFError)
     header = read_header(path)
-    from gguf import GGUFReader
-
     try:
-        reader = GGUFReader(path)
+        reader = _reader_class()(path)
     except (ValueError, KeyError, IndexError, OverflowError, TypeError) as error:
         # the header walk passed, so this is a value the walk does not judge
         raise GGUFError(f"{path}: gguf could not read the file: {error}") from None

@@ -231,3 +231,22 @@ def test_header_walk_bounds_arrays(made, tmp_path):
     with pytest.raises(GGUFError, match="general.tags"):
         read_gguf(out)
     assert struct.unpack_from("<Q", blob, at)[0] == 2
+
+
+def test_plain_view_reader_reads_what_gguf_reads(made):
+    """The reader onebit uses (gguf's, over a plain view of its memory map, for speed) yields
+    the same metadata values and the same tensor bytes as `gguf.GGUFReader` itself."""
+    from gguf import GGUFReader
+
+    from onebit.gguf.reader import _reader_class
+
+    path, _ = made("llama", vocab=300)
+    theirs, ours = GGUFReader(path), _reader_class()(path)
+    assert not isinstance(ours.data, np.memmap)
+    assert list(ours.fields) == list(theirs.fields)
+    for key, field in theirs.fields.items():
+        assert repr(ours.fields[key].contents()) == repr(field.contents()), key
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for mine, real in zip(ours.tensors, theirs.tensors, strict=True):
+        assert mine.data_offset == real.data_offset
+        assert np.array_equal(np.asarray(mine.data), np.asarray(real.data)), mine.name
