@@ -871,6 +871,35 @@ def lane_corrections_kernel() -> Callable:
     return got
 
 
+def threads_kernel() -> Callable:
+    """The compiled `threads() -> int64`: `numba.get_num_threads()` as a parallel kernel may
+    ask it, from the threading layer's `get_num_threads` by symbol name (as numba's own
+    parallel loops call the layer). numba's `get_num_threads` in compiled code calls the same
+    function through its runtime address instead, which marks the kernel "uses dynamic
+    globals" and keeps it out of numba's on-disk cache. Only called inside parallel kernels,
+    whose compilation starts the threading layer that defines the symbol."""
+    got = _compiled.get("threads")
+    if got is None:
+        from llvmlite import ir
+        from numba.core import cgutils, types
+        from numba.extending import intrinsic
+
+        @intrinsic
+        def threads(typingctx):
+            def codegen(context, builder, sig, args):
+                # declared as numba's parallel loops declare it (one module may hold both);
+                # the C function returns an int, so only the low 32 bits are read
+                layer = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.IntType(64), []), "get_num_threads")
+                low = builder.trunc(builder.call(layer, []), ir.IntType(32))
+                return builder.sext(low, ir.IntType(64))
+
+            return types.int64(), codegen
+
+        got = _compiled["threads"] = threads
+    return got
+
+
 def spans_kernel() -> Callable:
     """The compiled, inlined `spans(n_tasks) -> n`: how many contiguous spans of tasks a
     parallel product splits its tasks into, SPANS_PER_THREAD a thread (at most n_tasks); span
@@ -879,11 +908,13 @@ def spans_kernel() -> Callable:
     work. Which thread computes an output never changes its bits."""
     got = _compiled.get("spans")
     if got is None:
-        from numba import get_num_threads, njit
+        from numba import njit
+
+        threads = threads_kernel()
 
         @njit(inline="always")
         def spans(n_tasks):  # pragma: no cover - compiled
-            return max(1, min(n_tasks, SPANS_PER_THREAD * get_num_threads()))
+            return max(1, min(n_tasks, SPANS_PER_THREAD * threads()))
 
         got = _compiled["spans"] = spans
     return got

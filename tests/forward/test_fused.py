@@ -123,3 +123,48 @@ def test_stack_runs_only_its_own_parallel_loops(made):
     for signature in stack.signatures:
         parfors = stack.get_metadata(signature)["parfor_diagnostics"].get_parfors()
         assert len(parfors) == pranges
+
+
+def test_compiled_kernels_hold_no_runtime_addresses(made):
+    """numba stores a compiled function in its on-disk cache only if the machine code holds no
+    address of this process ("dynamic globals": a ctypes function pointer, a large global
+    array); the parallel kernels held one while their spans asked `numba.get_num_threads()`.
+    After a step and a verify through the compiled stack, every kernel the stack and the
+    lm_head used (the stack, the products, their range kernels, the quantisers) holds none."""
+    from onebit.models import fused, int8_kernel
+
+    model = load_gguf(made(), kernel="int8")
+    model.reset()
+    model.step(1, 0)
+    model.verify([2, 3, 4, 5, 6], 1)
+    checked = 0
+    for cache in (fused._compiled, int8_kernel._compiled):
+        for key, kernel in cache.items():
+            for result in getattr(kernel, "overloads", {}).values():
+                assert not result.library.has_dynamic_globals, key
+                checked += 1
+    assert checked >= 5  # the stack, a parallel product, a range kernel, the two quantisers
+
+
+def test_threads_kernel_follows_set_num_threads():
+    """The compiled thread count the products' spans are cut by is numba's, as set now."""
+    import numba
+
+    from onebit.models import int8_kernel
+
+    threads = int8_kernel.threads_kernel()
+
+    @numba.njit(parallel=True)
+    def ask(out):
+        for i in numba.prange(1):
+            out[i] = threads()
+
+    out = np.zeros(1, np.int64)
+    before = numba.get_num_threads()
+    try:
+        for n in range(1, before + 1):
+            numba.set_num_threads(n)
+            ask(out)
+            assert out[0] == n
+    finally:
+        numba.set_num_threads(before)
