@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onebit.models import int8_kernel, kernels
+from onebit.models import int8_kernel, kernel_cache, kernels
 from onebit.models.blocks import BlockWeight
 
 _compiled: dict[object, Callable] = {}
@@ -244,7 +244,6 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             act[i, j] = g / (np.float32(1) + np.exp(-g)) * gu[i, inter + j]
         quantize_row(act[i], mq, i * inter, mdx[i], msx[i])
 
-    @njit(parallel=parallel, nogil=True)
     def stack(x, pos, start, end, tap_slot, tapped, in_norm, post_norm, q_norm, k_norm, eps,
               c_qkv, d_qkv, m_qkv, c_o, d_o, m_o, c_gu, d_gu, m_gu, c_dn, d_dn, m_dn,
               table, qkv_bias, o_bias, cos, sin, K, V, Hq, Hkv, D):  # pragma: no cover
@@ -395,5 +394,6 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                     for j in range(H):
                         tapped[i, tap_slot[layer], j] = x[i, j]
 
+    stack = kernel_cache.jit(stack, key, parallel=parallel, nogil=True)
     _compiled[key] = stack
     return stack

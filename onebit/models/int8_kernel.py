@@ -56,7 +56,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onebit.models import kernels
+from onebit.models import kernel_cache, kernels
 from onebit.models.blocks import BLOCK, BlockWeight
 
 # outputs per parallel task (a weight row's scales are decoded once per task per output)
@@ -472,9 +472,6 @@ def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, obje
 def _quantize_kernel(one_row: bool = False) -> Callable:
     got = _compiled.get(("quantize", one_row))
     if got is None:
-        from numba import njit
-
-        @njit(nogil=True)
         def quantize_row(x, xq, at, dx, sx):  # pragma: no cover - compiled
             """Row x [n] into xq[at .. at + n), its block scales into dx [n / 32], sx."""
             n = x.shape[0]
@@ -497,12 +494,14 @@ def _quantize_kernel(one_row: bool = False) -> Callable:
                 dx[b] = d
                 sx[b] = d * np.float32(total)
 
-        @njit(nogil=True)
+        quantize_row = kernel_cache.jit(quantize_row, (), nogil=True)
+
         def quantize(x, xq, dx, sx):  # pragma: no cover - compiled
             n_rows, n = x.shape
             for r in range(n_rows):
                 quantize_row(x[r], xq, r * n, dx[r], sx[r])
 
+        quantize = kernel_cache.jit(quantize, (), nogil=True)
         _compiled[("quantize", False)], _compiled[("quantize", True)] = quantize, quantize_row
         got = _compiled[("quantize", one_row)]
     return got
@@ -773,7 +772,8 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         dot=ops["dot_unsigned" if kind == 2 else "dot_signed"],
         splat=ops["splat"], zeros=ops["zeros"], add=ops["add"],
         fma=parts["fma"], vsum=parts["vsum"], vload=parts["vload"], vzero=parts["vzero"])
-    namespace.update(np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2, AHEAD=PREFETCH_AHEAD,
+    # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
+    namespace.update(__name__=__name__, np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2, AHEAD=PREFETCH_AHEAD,
                      prefetch=ops["prefetch"], halves16=ops["halves16"],
                      store16=ops["store16"])
     if form == "vnni512":
@@ -786,14 +786,13 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
     product_range = namespace["product_range"]
 
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
-    ranged = njit(nogil=True)(product_range)
+    ranged = kernel_cache.jit(product_range, key, nogil=True)
     corrections = lane_corrections_kernel()
     factor = correction_factor(kind, form)
 
     if parallel:
         spans = spans_kernel()
 
-        @njit(parallel=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
             dxx = pairs_of(dx)
             corr = corrections(xq, dx, factor)
@@ -802,11 +801,14 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
             for p in prange(n_s):
                 ranged(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, p * n_t // n_s,
                        (p + 1) * n_t // n_s)
+
+        product = kernel_cache.jit(product, key, parallel=True)
     else:
-        @njit(nogil=True)
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
             ranged(codes, d16, m16, table, xq, dx, pairs_of(dx), sx,
                    corrections(xq, dx, factor), out, 0, tasks_of(d16.shape[0]))
+
+        product = kernel_cache.jit(product, key, nogil=True)
 
     got = _compiled[key] = product
     _compiled[("range",) + key[1:]] = ranged
@@ -820,9 +822,6 @@ def pair_scales_kernel() -> Callable:
     nb * 8 floats, n_in bytes: a pair's scales sit at the byte offset of its codes in xq."""
     got = _compiled.get("pairs")
     if got is None:
-        from numba import njit
-
-        @njit(nogil=True)
         def pair_scales(dx):  # pragma: no cover - compiled
             rows, nb = dx.shape
             out = np.zeros((rows, nb * 8), np.float32)
@@ -831,6 +830,8 @@ def pair_scales_kernel() -> Callable:
                     for lane in range(16):
                         out[r, 16 * p + lane] = dx[r, 2 * p + lane // 8]
             return out
+
+        pair_scales = kernel_cache.jit(pair_scales, (), nogil=True)
 
         got = _compiled["pairs"] = pair_scales
     return got
@@ -851,9 +852,6 @@ def lane_corrections_kernel() -> Callable:
     to fill on every product."""
     got = _compiled.get("corrections")
     if got is None:
-        from numba import njit
-
-        @njit(nogil=True)
         def lane_corrections(xq, dx, factor):  # pragma: no cover - compiled
             rows, nb = dx.shape
             out = np.zeros((rows, nb * 8 if factor else 0), np.int32)
@@ -866,6 +864,8 @@ def lane_corrections_kernel() -> Callable:
                                      + np.int32(xq[at + 2]) + np.int32(xq[at + 3]))
                             out[r, 16 * p + lane] = -factor * total
             return out
+
+        lane_corrections = kernel_cache.jit(lane_corrections, (), nogil=True)
 
         got = _compiled["corrections"] = lane_corrections
     return got

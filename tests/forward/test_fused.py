@@ -104,7 +104,28 @@ def test_taps_and_hidden_rows_follow_the_stack(made):
     assert np.array_equal(model.lm_head_logits(model.last_hidden()), logits[-1])
 
 
-def test_stack_runs_only_its_own_parallel_loops(made):
+@pytest.fixture(scope="module")
+def compiled_here(tmp_path_factory):
+    """A fabricated Q4_1 model after a step and a verify through kernels compiled in this
+    process, none loaded from the on-disk cache (`ONEBIT_KERNEL_CACHE=0`, no kernel kept from
+    an earlier test): what numba knows only of a compile (the parfor diagnostics, the IR's
+    globals) is then there to read. Yields (model, the kernels compiled, by key)."""
+    from onebit.models import fused, int8_kernel
+
+    path = tmp_path_factory.mktemp("fused") / "llama-Q4_1.gguf"
+    fabricate_gguf(path, "llama", matrix_type="Q4_1")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ONEBIT_KERNEL_CACHE", "0")
+        patch.setattr(fused, "_compiled", {})
+        patch.setattr(int8_kernel, "_compiled", {})
+        model = load_gguf(path, kernel="int8")
+        model.reset()
+        model.step(1, 0)
+        model.verify([2, 3, 4, 5, 6], 1)
+        yield model, {**fused._compiled, **int8_kernel._compiled}
+
+
+def test_stack_runs_only_its_own_parallel_loops(compiled_here):
     """Under parallel=True numba makes every slice assignment or array expression a parallel
     region of its own; in the stack's per-row, per-head code each would launch once a row,
     head and layer (4320 regions for a verify of 8 rows on SmolLM2, when the K / V copies were
@@ -112,37 +133,30 @@ def test_stack_runs_only_its_own_parallel_loops(made):
     and nothing else."""
     import inspect
 
-    from onebit.models import fused
+    from onebit.models import fused, int8_kernel
 
-    model = load_gguf(made(), kernel="int8")
-    model.reset()
-    model.step(1, 0)
-    stack = fused.stack_kernel(("q4_1",) * 4, True)
+    _, kernels = compiled_here
+    stack = kernels[(("q4_1",) * 4, True, int8_kernel.lanes_form())]
     pranges = inspect.getsource(fused.stack_kernel).count(" in prange(")
     assert pranges >= 9  # the products, the attention and the row-wise steps
+    assert stack.signatures
     for signature in stack.signatures:
         parfors = stack.get_metadata(signature)["parfor_diagnostics"].get_parfors()
         assert len(parfors) == pranges
 
 
-def test_compiled_kernels_hold_no_runtime_addresses(made):
+def test_compiled_kernels_hold_no_runtime_addresses(compiled_here):
     """numba stores a compiled function in its on-disk cache only if the machine code holds no
     address of this process ("dynamic globals": a ctypes function pointer, a large global
     array); the parallel kernels held one while their spans asked `numba.get_num_threads()`.
     After a step and a verify through the compiled stack, every kernel the stack and the
     lm_head used (the stack, the products, their range kernels, the quantisers) holds none."""
-    from onebit.models import fused, int8_kernel
-
-    model = load_gguf(made(), kernel="int8")
-    model.reset()
-    model.step(1, 0)
-    model.verify([2, 3, 4, 5, 6], 1)
+    _, kernels = compiled_here
     checked = 0
-    for cache in (fused._compiled, int8_kernel._compiled):
-        for key, kernel in cache.items():
-            for result in getattr(kernel, "overloads", {}).values():
-                assert not result.library.has_dynamic_globals, key
-                checked += 1
+    for key, kernel in kernels.items():
+        for result in getattr(kernel, "overloads", {}).values():
+            assert not result.library.has_dynamic_globals, key
+            checked += 1
     assert checked >= 5  # the stack, a parallel product, a range kernel, the two quantisers
 
 

@@ -1,0 +1,156 @@
+"""numba's on-disk cache for the integer kernel and the compiled stack.
+
+Those kernels are made at run time (closures over LLVM intrinsics, some from generated source),
+so numba's own cache cannot hold them: it finds a function by its file and line, and every
+variant of a closure (each block kind, lanes form, serial or parallel) shares both. Here each
+variant gets a name of its own, `<name>_<digest>`, where the digest covers
+
+- the variant (the builder's arguments: kinds, form, parallel, ...);
+- the source of every module a kernel is generated from (SOURCES), numba's, llvmlite's and
+  Python's versions: numba sees no change in a file a cached function calls into, so any
+  edit to these files gives every kernel a new name, never a stale one;
+
+and `OnebitLocator` puts them under `$ONEBIT_KERNEL_CACHE` (default `$ONEBIT_HOME/kernels`),
+with the digest as the source stamp. numba's index adds the signature and the CPU (its name and
+features): a cache copied to another machine compiles again. What is loaded is the machine code
+a compile made, so the bits are those of a compile (tests/forward/test_kernel_cache.py).
+
+`ONEBIT_KERNEL_CACHE=0` turns the cache off (every process compiles, as before). It is also off
+where numba is told to use other locators (`NUMBA_CACHE_LOCATOR_CLASSES`) or numba's cache
+machinery is not as this module expects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import tempfile
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+CACHE_ENV = "ONEBIT_KERNEL_CACHE"
+OFF = ("0", "off", "false", "no")
+SOURCES = ("int8_kernel.py", "fused.py", "kernels.py", "kernel_cache.py")
+MARK = "_onebit_kernel_cache"  # set on a function this module names and places
+
+
+def cache_dir() -> Path | None:
+    """Where the kernels are cached, or None when the cache is off."""
+    wanted = os.environ.get(CACHE_ENV, "").strip()
+    if wanted.lower() in OFF:
+        return None
+    if wanted:
+        return Path(wanted).expanduser()
+    from onebit.hub import onebit_home
+
+    return onebit_home() / "kernels"
+
+
+@cache
+def _sources_digest() -> str:
+    import llvmlite
+    import numba
+
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+    digest.update(f"{numba.__version__} {llvmlite.__version__} {sys.version}".encode())
+    return digest.hexdigest()
+
+
+def variant_name(name: str, variant: tuple) -> str:
+    """`name` made unique to this variant and to this version of the kernel sources."""
+    digest = hashlib.sha256(f"{_sources_digest()} {name} {variant!r}".encode()).hexdigest()
+    return f"{name}_{digest[:20]}"
+
+
+@cache
+def _locator_installed() -> bool:
+    """Put `OnebitLocator` first in numba's locators (once); False where that is not possible."""
+    try:
+        from numba.core import caching, config
+    except ImportError:
+        return False
+    impl = getattr(caching, "CacheImpl", None)  # numba 0.68: CacheImpl; older: _CacheImpl
+    impl = impl or getattr(caching, "_CacheImpl", None)
+    classes = getattr(impl, "_locator_classes", None)
+    base = getattr(caching, "_CacheLocator", None)
+    if (not isinstance(classes, list) or base is None
+            or getattr(config, "CACHE_LOCATOR_CLASSES", "")
+            or not hasattr(caching, "FunctionCache")):
+        return False
+
+    class OnebitLocator(base):
+        """numba's cache locator for the functions `jit` marked: one directory, the sources'
+        digest as their stamp (their names already change with every edit)."""
+
+        def __init__(self, py_func, path: Path) -> None:
+            self._path = str(path)
+
+        def get_cache_path(self) -> str:
+            return self._path
+
+        def get_source_stamp(self) -> str:
+            return _sources_digest()
+
+        def get_disambiguator(self) -> str:
+            return "onebit"
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            path = getattr(py_func, MARK, None)
+            return cls(py_func, path) if path is not None else None
+
+    classes.insert(0, OnebitLocator)
+    return True
+
+
+def jit(func: Callable, variant: tuple, **options) -> Callable:
+    """`numba.njit(**options)(func)`, cached on disk as this variant (see the module
+    docstring) when the cache is on."""
+    from numba import njit
+
+    where = cache_dir()
+    if where is None or not _writable(where) or not _locator_installed():
+        return njit(**options)(func)
+    func.__qualname__ = func.__name__ = variant_name(func.__name__, variant)
+    setattr(func, MARK, where)
+    dispatcher = njit(cache=True, **options)(func)
+    dispatcher._cache = _variant_cache()(func)  # nothing is compiled yet: njit is lazy
+    return dispatcher
+
+
+@cache
+def _writable(where: Path) -> bool:
+    """Whether kernels can be stored at `where` (made if missing); if not, they are compiled in
+    every process, as without the cache, rather than failing."""
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=where).close()
+    except OSError:
+        return False
+    return True
+
+
+@cache
+def _variant_cache():
+    from numba.core.caching import FunctionCache
+
+    class VariantCache(FunctionCache):
+        """numba's function cache, an entry keyed by signature, CPU and bytecode, but not by
+        the closure's cells as numba keys it: a closure over other kernels pickles them
+        differently in every process (a dispatcher's pickle carries its id), so it would never
+        be found again. The cells are fixed by the variant and the sources, which the
+        function's name already carries."""
+
+        def _index_key(self, sig, codegen):
+            # the whole code object (constants, names, nested code), not only its bytecode:
+            # a copy of a kernel's source with one constant changed is another kernel
+            code = hashlib.sha256(marshal.dumps(self._py_func.__code__)).hexdigest()
+            return (sig, codegen.magic_tuple(), code)
+
+    return VariantCache

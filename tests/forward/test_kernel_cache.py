@@ -1,0 +1,137 @@
+"""The on-disk kernel cache (onebit/models/kernel_cache.py): a kernel compiled in one process is
+loaded, not compiled, by the next, with the same results; its name changes with the variant and
+with the sources; and it never breaks a run (off, or an unwritable place, compiles as before)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from onebit.models import kernel_cache  # noqa: E402
+
+# A parallel closure over another cached kernel and over the thread-count intrinsic (numba keys
+# a closure by its cells' pickle, which differs from process to process for these): the
+# shapes of the integer kernel's wrappers, at a second's compile.
+CHILD = textwrap.dedent("""
+    import numpy as np
+    from numba import prange
+    from onebit.models import int8_kernel, kernel_cache
+
+    def make(factor):  # the kernels as the integer kernel makes them: closures over others
+        threads = int8_kernel.threads_kernel()
+
+        def scale(x):
+            return x * factor
+
+        scale = kernel_cache.jit(scale, ("test", factor), nogil=True)
+
+        def total(xs):
+            out = np.zeros(xs.shape[0])
+            n = threads()
+            for i in prange(xs.shape[0]):
+                out[i] = scale(xs[i]) + n - n
+            return out.sum()
+
+        return kernel_cache.jit(total, ("test", factor), parallel=True)
+
+    total = make(0.5)
+    value = total(np.arange(1000.0))
+    stats = total.stats
+    print(repr(value), sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
+""")
+
+
+def child(env: dict[str, str]) -> tuple[float, int, int]:
+    done = subprocess.run([sys.executable, "-c", CHILD], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    value, hits, misses = done.stdout.split()
+    return float(value), int(hits), int(misses)
+
+
+def test_second_process_loads_what_the_first_compiled(tmp_path):
+    """The first process compiles and stores the kernels; the second finds them (a cache hit,
+    no miss), adds no file, and computes the same value."""
+    env = {"ONEBIT_KERNEL_CACHE": str(tmp_path)}
+    first = child(env)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert first[1:] == (0, 1)
+    assert any(name.endswith(".nbi") for name in files)
+    second = child(env)
+    assert second == (first[0], 1, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == files
+    assert first[0] == np.arange(1000.0).sum() * 0.5
+
+
+def test_off_and_unwritable_compile_as_before(tmp_path):
+    """`ONEBIT_KERNEL_CACHE=0`, or a place that cannot be written, compiles in the process
+    (no hit: numba counts a compile without a cache as a miss) and stores nothing."""
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    for where in ("0", str(blocked / "kernels")):
+        assert child({"ONEBIT_KERNEL_CACHE": where}) == (np.arange(1000.0).sum() * 0.5, 0, 1)
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_names_follow_the_variant_and_the_sources(monkeypatch):
+    """A kernel's cached name differs between variants and between versions of the kernel
+    sources, and is the same for the same both: a stale kernel is never found."""
+    a = kernel_cache.variant_name("stack", (("q4_1",) * 4, True, "vnni"))
+    assert a == kernel_cache.variant_name("stack", (("q4_1",) * 4, True, "vnni"))
+    assert a != kernel_cache.variant_name("stack", (("q4_1",) * 4, False, "vnni"))
+    assert a != kernel_cache.variant_name("stack", (("q4_0",) * 4, True, "vnni"))
+    assert a != kernel_cache.variant_name("product", (("q4_1",) * 4, True, "vnni"))
+    monkeypatch.setattr(kernel_cache, "_sources_digest", lambda: "an edited fused.py")
+    assert a != kernel_cache.variant_name("stack", (("q4_1",) * 4, True, "vnni"))
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    """`$ONEBIT_KERNEL_CACHE` names the place; unset, it is `$ONEBIT_HOME/kernels`; 0 / off
+    turn it off."""
+    monkeypatch.delenv("ONEBIT_KERNEL_CACHE", raising=False)
+    monkeypatch.setenv("ONEBIT_HOME", str(tmp_path))
+    assert kernel_cache.cache_dir() == tmp_path / "kernels"
+    monkeypatch.setenv("ONEBIT_KERNEL_CACHE", str(tmp_path / "k"))
+    assert kernel_cache.cache_dir() == tmp_path / "k"
+    for off in ("0", "off", "OFF", "no"):
+        monkeypatch.setenv("ONEBIT_KERNEL_CACHE", off)
+        assert kernel_cache.cache_dir() is None
+
+
+@pytest.mark.slow
+def test_compiled_stack_from_the_cache_gives_the_same_bits(tmp_path):
+    """On a fabricated Q4_1 GGUF, a step and a verify through the compiled stack in a process
+    that loads every kernel from the cache give the logits, bit for bit, of the process that
+    compiled them, and the second process stores nothing new."""
+    from onebit.gguf.fabricate import fabricate_gguf
+
+    model = tmp_path / "llama.gguf"
+    fabricate_gguf(model, "llama", matrix_type="Q4_1")
+    script = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        from onebit.gguf import load_gguf
+        m = load_gguf({str(model)!r}, kernel="int8")
+        assert m._fused is not None
+        out = [m.step(1, 0), m.verify([2, 3, 4, 5, 6], 1)]
+        np.save(sys.argv[1], np.concatenate([o.reshape(-1) for o in out]))
+    """)
+    cache = tmp_path / "kernels"
+    env = {**os.environ, "ONEBIT_KERNEL_CACHE": str(cache)}
+    saved = []
+    for run in ("compiled", "loaded"):
+        out = tmp_path / f"{run}.npy"
+        done = subprocess.run([sys.executable, "-c", script, str(out)], env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
+        saved.append(sorted(p.name for p in Path(cache).iterdir()))
+    assert saved[0] == saved[1] and any("stack" in name for name in saved[0])
+    assert np.array_equal(np.load(tmp_path / "compiled.npy"), np.load(tmp_path / "loaded.npy"))
