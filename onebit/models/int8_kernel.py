@@ -773,8 +773,8 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         splat=ops["splat"], zeros=ops["zeros"], add=ops["add"],
         fma=parts["fma"], vsum=parts["vsum"], vload=parts["vload"], vzero=parts["vzero"])
     # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
-    namespace.update(__name__=__name__, np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2, AHEAD=PREFETCH_AHEAD,
-                     prefetch=ops["prefetch"], halves16=ops["halves16"],
+    namespace.update(__name__=__name__, np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2,
+                     AHEAD=PREFETCH_AHEAD, prefetch=ops["prefetch"], halves16=ops["halves16"],
                      store16=ops["store16"])
     if form == "vnni512":
         namespace.update(

@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
-import tempfile
 import sys
+import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
