@@ -141,7 +141,7 @@ def _variant_cache():
     from numba.core.caching import FunctionCache
 
     class VariantCache(FunctionCache):
-        """numba's function cache, an entry keyed by signature, CPU and bytecode, but not by
+        """numba's function cache, an entry keyed by signature, CPU and code object, but not by
         the closure's cells as numba keys it: a closure over other kernels pickles them
         differently in every process (a dispatcher's pickle carries its id), so it would never
         be found again. The cells are fixed by the variant and the sources, which the

@@ -109,7 +109,7 @@ def compiled_here(tmp_path_factory):
     """A fabricated Q4_1 model after a step and a verify through kernels compiled in this
     process, none loaded from the on-disk cache (`ONEBIT_KERNEL_CACHE=0`, no kernel kept from
     an earlier test): what numba knows only of a compile (the parfor diagnostics, the IR's
-    globals) is then there to read. Yields (model, the kernels compiled, by key)."""
+    globals) is then there to read. Yields the kernels compiled, by key."""
     from onebit.models import fused, int8_kernel
 
     path = tmp_path_factory.mktemp("fused") / "llama-Q4_1.gguf"
@@ -122,7 +122,7 @@ def compiled_here(tmp_path_factory):
         model.reset()
         model.step(1, 0)
         model.verify([2, 3, 4, 5, 6], 1)
-        yield model, {**fused._compiled, **int8_kernel._compiled}
+        yield {**fused._compiled, **int8_kernel._compiled}
 
 
 def test_stack_runs_only_its_own_parallel_loops(compiled_here):
@@ -135,7 +135,7 @@ def test_stack_runs_only_its_own_parallel_loops(compiled_here):
 
     from onebit.models import fused, int8_kernel
 
-    _, kernels = compiled_here
+    kernels = compiled_here
     stack = kernels[(("q4_1",) * 4, True, int8_kernel.lanes_form())]
     pranges = inspect.getsource(fused.stack_kernel).count(" in prange(")
     assert pranges >= 9  # the products, the attention and the row-wise steps
@@ -151,7 +151,7 @@ def test_compiled_kernels_hold_no_runtime_addresses(compiled_here):
     array); the parallel kernels held one while their spans asked `numba.get_num_threads()`.
     After a step and a verify through the compiled stack, every kernel the stack and the
     lm_head used (the stack, the products, their range kernels, the quantisers) holds none."""
-    _, kernels = compiled_here
+    kernels = compiled_here
     checked = 0
     for key, kernel in kernels.items():
         for result in getattr(kernel, "overloads", {}).values():
