@@ -1,4 +1,4 @@
-"""numba's on-disk cache for the integer kernel and the compiled stack.
+"""numba's on-disk cache for the compiled kernels: float, packed, integer, and the stack.
 
 Those kernels are made at run time (closures over LLVM intrinsics, some from generated source),
 so numba's own cache cannot hold them: it finds a function by its file and line, and every
@@ -33,7 +33,9 @@ from pathlib import Path
 
 CACHE_ENV = "ONEBIT_KERNEL_CACHE"
 OFF = ("0", "off", "false", "no")
-SOURCES = ("int8_kernel.py", "fused.py", "kernels.py", "kernel_cache.py")
+# every module a cached kernel is made from or takes constants from
+SOURCES = ("int8_kernel.py", "fused.py", "kernels.py", "q4nx_kernel.py", "q4nx.py", "blocks.py",
+           "kernel_cache.py")
 MARK = "_onebit_kernel_cache"  # set on a function this module names and places
 
 

@@ -94,17 +94,18 @@ _numba_kernels: dict[bool, Callable] = {}
 
 def _numba_kernel(parallel: bool) -> Callable:
     """The simple per-row kernel (the earlier "numba"; kept as the benchmark's baseline and for
-    dtypes the tiled kernel does not handle). Built on first use; not cached on disk, where
-    numba would not tell the parallel and the serial build of one closure apart."""
+    dtypes the tiled kernel does not handle). Built on first use, cached on disk as its
+    variant (kernel_cache.py)."""
     kernel = _numba_kernels.get(parallel)
     if kernel is not None:
         return kernel
-    from numba import njit, prange
+    from numba import prange
+
+    from onebit.models import kernel_cache
 
     # For each output feature the same dot-product loop runs over every row; fastmath lets
     # LLVM vectorise that loop with a fixed, compile-time reduction order, so a row's bits do
     # not depend on the other rows.
-    @njit(parallel=parallel, fastmath=True)
     def rows_kernel(weight, rows, out):  # pragma: no cover - compiled
         n_out, n_in = weight.shape
         n_rows = rows.shape[0]
@@ -119,6 +120,7 @@ def _numba_kernel(parallel: bool) -> Callable:
                         acc += w[i] * x[i]
                     out[r, o] = acc
 
+    rows_kernel = kernel_cache.jit(rows_kernel, (parallel,), parallel=parallel, fastmath=True)
     _numba_kernels[parallel] = rows_kernel
     return rows_kernel
 
@@ -339,19 +341,21 @@ def _tiled_kernel(
     kernel = _tiled_kernels.get((parallel, prefetch, tile))
     if kernel is not None:
         return kernel
-    from numba import njit, prange
+    from numba import prange
+
+    from onebit.models import kernel_cache
 
     block = _tiled_kernels.get(("block", prefetch, tile))
     if block is None:
-        namespace: dict[str, object] = dict(_tiled_intrinsics())
+        # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
+        namespace: dict[str, object] = dict(_tiled_intrinsics(), __name__=__name__)
         exec(_kernel_source(prefetch, tile), namespace)  # noqa: S102 - our own generated source
         # fastmath stays off: the formula must be the IR's, not LLVM's choice.
-        block = njit(nogil=True)(namespace["tiled_block"])
+        block = kernel_cache.jit(namespace["tiled_block"], (prefetch, tile), nogil=True)
         _tiled_kernels[("block", prefetch, tile)] = block
 
     if parallel:
 
-        @njit(parallel=True)
         def tiled_kernel(weight, rows, out):  # pragma: no cover - compiled
             n_out = weight.shape[0]
             for b in prange((n_out + BLOCK_OUTS - 1) // BLOCK_OUTS):
@@ -359,11 +363,10 @@ def _tiled_kernel(
 
     else:
 
-        @njit
         def tiled_kernel(weight, rows, out):  # pragma: no cover - compiled
             block(weight, rows, out, 0, weight.shape[0])
 
-    kernel = tiled_kernel
+    kernel = kernel_cache.jit(tiled_kernel, (parallel, prefetch, tile), parallel=parallel)
     _tiled_kernels[(parallel, prefetch, tile)] = kernel
     return kernel
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onebit.models import kernels, q4nx
+from onebit.models import kernel_cache, kernels, q4nx
 
 LANES = 2  # 16-row lanes per 32-row block
 # (rows, lanes, groups) side by side in a tile: one straight-line body per tile shape. The
@@ -293,14 +293,15 @@ def _packed_kernel(signed: bool, parallel: bool) -> Callable:
     kernel = _kernels.get((signed, parallel))
     if kernel is not None:
         return kernel
-    from numba import njit, prange
+    from numba import prange
 
     block = _kernels.get(("block", signed))
     if block is None:
         parts = _intrinsics()
         suffix = "s" if signed else "u"
+        # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
         namespace: dict[str, object] = {
-            "fma": parts["fma"], "bf16": parts["bf16"], "splat": parts["splat"],
+            "__name__": __name__, "fma": parts["fma"], "bf16": parts["bf16"], "splat": parts["splat"],
             "zero16": parts["zero16"], "store16": parts["store16"], "load16": parts["load16"],
             "even": parts["even_" + suffix], "odd": parts["odd_" + suffix],
             "BLOCK": q4nx.BLOCK_BYTES, "CODES": q4nx.CODES_AT, "MINS": q4nx.MINS_AT,
@@ -309,22 +310,22 @@ def _packed_kernel(signed: bool, parallel: bool) -> Callable:
         }
         exec(_block_source(), namespace)  # noqa: S102 - our own generated source
         # fastmath stays off: the formula must be the IR's, not LLVM's choice.
-        block = _kernels[("block", signed)] = njit(nogil=True)(namespace["packed_block"])
+        block = _kernels[("block", signed)] = kernel_cache.jit(namespace["packed_block"],
+                                                                (signed,), nogil=True)
 
     if parallel:
 
-        @njit(parallel=True)
         def packed_kernel(blk, ncb, rows, sx, out):  # pragma: no cover - compiled
             for rb in prange(out.shape[1] // 32):
                 block(blk, ncb, rows, sx, out, rb)
 
     else:
 
-        @njit
         def packed_kernel(blk, ncb, rows, sx, out):  # pragma: no cover - compiled
             for rb in range(out.shape[1] // 32):
                 block(blk, ncb, rows, sx, out, rb)
 
+    packed_kernel = kernel_cache.jit(packed_kernel, (signed, parallel), parallel=parallel)
     _kernels[(signed, parallel)] = packed_kernel
     return packed_kernel
 
@@ -332,9 +333,7 @@ def _packed_kernel(signed: bool, parallel: bool) -> Callable:
 def _group_sums_kernel() -> Callable:
     kernel = _kernels.get("sums")
     if kernel is None:
-        from numba import njit
 
-        @njit
         def group_sums(rows, sx):  # pragma: no cover - compiled
             for r in range(rows.shape[0]):
                 for g in range(sx.shape[1]):
@@ -343,7 +342,7 @@ def _group_sums_kernel() -> Callable:
                         s += rows[r, g * 32 + c]
                     sx[r, g] = s
 
-        kernel = _kernels["sums"] = group_sums
+        kernel = _kernels["sums"] = kernel_cache.jit(group_sums, ())
     return kernel
 
 

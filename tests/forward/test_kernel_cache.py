@@ -71,6 +71,56 @@ def test_second_process_loads_what_the_first_compiled(tmp_path):
     assert first[0] == np.arange(1000.0).sum() * 0.5
 
 
+# The float and packed kernels (kernels.py, q4nx_kernel.py), each serial and parallel: their
+# results' bytes, and numba's hits and misses over every dispatcher they are made of.
+FLOAT_CHILD = textwrap.dedent("""
+    import hashlib
+    import numpy as np
+    from onebit.models import kernels, q4nx, q4nx_kernel
+
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((96, 256)).astype(np.float32)
+    rows = rng.standard_normal((5, 256)).astype(np.float32)
+    digest = hashlib.sha256()
+    for parallel in (False, True):
+        out = np.empty((5, 96), np.float32)
+        kernels._tiled_kernel(parallel)(weight, rows, out)
+        digest.update(out.tobytes())
+        kernels._numba_kernel(parallel)(weight, rows, out)
+        digest.update(out.tobytes())
+        for convention in ("unsigned", "signed"):
+            blocks = q4nx.quantize(weight.astype(np.float64), convention=convention)
+            packed = q4nx_kernel.PackedWeight.from_blocks(blocks, weight.shape, convention)
+            digest.update(q4nx_kernel.packed_rows(packed, rows, parallel=parallel).tobytes())
+    made = [*kernels._tiled_kernels.values(), *kernels._numba_kernels.values(),
+            *q4nx_kernel._kernels.values()]
+    hits = sum(sum(k.stats.cache_hits.values()) for k in made)
+    misses = sum(sum(k.stats.cache_misses.values()) for k in made)
+    print(digest.hexdigest(), hits, misses)
+""")
+
+
+def test_float_and_packed_kernels_load_from_the_cache(tmp_path):
+    """The tiled and the simple float kernel and the packed Q4NX kernel (both conventions,
+    serial and parallel, with the blocks they call): a second process loads every one of them
+    (hits only, no compile), stores nothing new, and its products are the first's, byte for
+    byte."""
+    env = {**os.environ, "ONEBIT_KERNEL_CACHE": str(tmp_path)}
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", FLOAT_CHILD], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        digest, hits, misses = done.stdout.split()
+        return digest, int(hits), int(misses), sorted(p.name for p in tmp_path.iterdir())
+
+    first, second = run(), run()
+    assert first[1] == 0 and first[2] >= 12  # 2 tiled, 2 simple, 4 packed, and their parts
+    # a loaded kernel carries the code of the kernels it calls: those are never asked for
+    assert second[0] == first[0] and second[1] >= 9 and second[2] == 0
+    assert second[3] == first[3]
+
+
 def test_off_and_unwritable_compile_as_before(tmp_path):
     """`ONEBIT_KERNEL_CACHE=0`, or a place that cannot be written, compiles in the process
     (no hit: numba counts a compile without a cache as a miss) and stores nothing."""
