@@ -301,7 +301,8 @@ def _packed_kernel(signed: bool, parallel: bool) -> Callable:
         suffix = "s" if signed else "u"
         # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
         namespace: dict[str, object] = {
-            "__name__": __name__, "fma": parts["fma"], "bf16": parts["bf16"], "splat": parts["splat"],
+            "__name__": __name__,
+            "fma": parts["fma"], "bf16": parts["bf16"], "splat": parts["splat"],
             "zero16": parts["zero16"], "store16": parts["store16"], "load16": parts["load16"],
             "even": parts["even_" + suffix], "odd": parts["odd_" + suffix],
             "BLOCK": q4nx.BLOCK_BYTES, "CODES": q4nx.CODES_AT, "MINS": q4nx.MINS_AT,
