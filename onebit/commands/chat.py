@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from onebit.commands.common import fail
-from onebit.commands.generate import add_model_options, run_generation, write
+from onebit.commands.generate import add_model_options, load_for_text, run_generation, write
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -24,10 +24,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from onebit.text.load import load_text_model
-
     try:
-        model = load_text_model(args.model)
+        model = load_for_text(args)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("chat", error)
     interactive = sys.stdin.isatty()

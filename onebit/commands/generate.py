@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from onebit.commands.common import fail, positive, quiet_stdout
+from onebit.models.kernels import KERNELS, numba_available
 
 HEADS = ("none", "ngram", "mtp", "dflash")
 MAX_PROMPT_FILE = 16 << 20
@@ -20,6 +21,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     """What `generate` and `chat` share: the model, the head and the sampling knobs."""
     parser.add_argument("--model", help="a GGUF file or a checkpoint directory (default: "
                         "SmolLM2-135M-Instruct, pulled on first use)")
+    parser.add_argument("--kernel", choices=KERNELS,
+                        help="the products' kernel (default: int8 when numba is installed, "
+                        "integer dot products on the file's own blocks as llama.cpp computes "
+                        "them; numba: the float reference; numpy: no compiler)")
     parser.add_argument("--system", help="a system turn before the prompt")
     parser.add_argument("--max-tokens", type=positive("--max-tokens"), default=256,
                         help="most tokens to generate (default 256)")
@@ -66,6 +71,21 @@ def read_prompt_file(path: str) -> str:
                           f"(byte {e.start}: {data[e.start:e.start + 1]!r})") from None
 
 
+def default_kernel() -> str:
+    """The kernel the text commands load with when --kernel is not given: the fastest there is.
+    The library's own default (`load_model(kernel="auto")`) stays the float reference; a user at
+    the command line wants the speed, and int8 is the computation llama.cpp makes on the same
+    file (on float weights it runs the float kernel)."""
+    return "int8" if numba_available() else "numpy"
+
+
+def load_for_text(args: argparse.Namespace):
+    """The model `generate` and `chat` run: --model (or the default model) with --kernel."""
+    from onebit.text.load import load_text_model
+
+    return load_text_model(args.model, kernel=args.kernel or default_kernel())
+
+
 def sampling_of(args: argparse.Namespace):
     import onebit
 
@@ -109,13 +129,11 @@ def run_generation(model, prompt, args, *, chat) -> object:
 
 
 def main(args: argparse.Namespace) -> int:
-    from onebit.text.load import load_text_model
-
     try:
         if (args.prompt is None) == (args.prompt_file is None):
             raise ValueError("give a prompt or --prompt-file, not both or neither")
         prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
-        model = load_text_model(args.model)
+        model = load_for_text(args)
         run_generation(model, prompt, args, chat=args.chat)
     except KeyboardInterrupt:
         return 130

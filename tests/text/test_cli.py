@@ -1,11 +1,14 @@
 """`onebit generate` and `onebit chat` as a user runs them, on a fabricated model."""
 
 import onebit
+from onebit.commands.generate import default_kernel
 from onebit.text.load import attach_tokenizer
 
 
-def _model(tiny_dir):
-    return attach_tokenizer(onebit.load_model(tiny_dir), tiny_dir)
+def _model(tiny_dir, kernel=None):
+    """The model as the commands load it: with --kernel, else their default kernel."""
+    return attach_tokenizer(onebit.load_model(tiny_dir, kernel=kernel or default_kernel()),
+                            tiny_dir)
 
 
 def test_generate_streams_the_text(tiny_dir, onebit_cli):
@@ -54,3 +57,18 @@ def test_chat_through_a_pipe_keeps_history(tiny_dir, onebit_cli):
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{first}\n{second}\n"
     assert done.stderr.count("tokens/s") == 2
+
+
+def test_kernel_option(tiny_dir, onebit_cli):
+    """--kernel picks the products' kernel: with numpy (no compiler) the text is what
+    `onebit.generate` gives on the model loaded with kernel="numpy", and an unknown name is
+    refused by the parser (exit 2, naming the choices). (That the default is int8 and differs
+    from the float reference: tests/text/test_smollm2_text.py.)"""
+    assert default_kernel() == "int8"  # numba is in the dev extra
+    expected = onebit.generate(_model(tiny_dir, "numpy"), "Once upon", max_tokens=12).text
+    done = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12,
+                      "--kernel", "numpy")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected + "\n"
+    bad = onebit_cli("generate", "--model", tiny_dir, "hi", "--kernel", "fast")
+    assert bad.returncode == 2 and "int8" in bad.stderr and "numpy" in bad.stderr

@@ -43,3 +43,19 @@ def test_generate_without_model_uses_the_cache(smollm2_path, tmp_path, onebit_cl
                       "--max-tokens", 8, env={"ONEBIT_HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert "Paris" in done.stdout and "tokens/s" in done.stderr
+
+
+def test_generate_runs_int8_unless_told(smollm2, smollm2_path, onebit_cli):
+    """`onebit generate` loads the integer kernel by default (the speed a user at the command
+    line wants) and the float reference with `--kernel numba`: each prints what
+    `onebit.generate` gives on the model loaded that way. The haiku's greedy text parts at its
+    26th token between the two (float32 against int8 activations), which is what tells the
+    two apart here."""
+    prompt, n = "Write a haiku about the sea", 32
+    int8 = onebit.generate(onebit.load_model(smollm2_path, kernel="int8"), prompt, max_tokens=n)
+    float32 = onebit.generate(smollm2, prompt, max_tokens=n)
+    assert int8.text != float32.text
+    for argv, expected in [((), int8.text), (("--kernel", "numba"), float32.text)]:
+        done = onebit_cli("generate", "--model", smollm2_path, prompt, "--max-tokens", n, *argv)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == expected + "\n"
