@@ -15,7 +15,8 @@ Per round: plain greedy decode after a 128-token prompt (prefill ms and decode t
 prompt lookup on a chat prompt that asks the model to repeat a paragraph: onebit's n-gram head
 (k = 7) against onebit's plain decode of that prompt, and llama.cpp's
 `LlamaPromptLookupDecoding` (7 tokens drafted) against llama.cpp's plain greedy decode of it,
-both through `Llama.generate` at temperature 0; then onebit's verify(8) / step. Before the
+both through `Llama.generate` at temperature 0; then onebit's verify(8) / step, and llama.cpp's
+own (an `eval` of 8 rows over one of 1 at the same position, every row's logits kept). Before the
 rounds: a logits cross-check on the chat prompt (onebit int8, onebit float32, llama.cpp).
 After them: the summary of the targets (`TARGETS`), per onebit arm.
 """
@@ -198,6 +199,36 @@ class LlamaLookup:
         return tokens, first - start, end - first
 
 
+class LlamaVerify:
+    """llama.cpp's own verify(8) / step, the reference for onebit's: after the prompt, one `eval`
+    of 1 token then one of 8 at the same position (the KV cache cut back to the prompt before
+    each), with every row's logits kept (`logits_all`), as a verify needs them."""
+
+    def __init__(self, path: Path, threads: int, n_ctx: int) -> None:
+        from llama_cpp import Llama
+
+        self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
+                         n_threads_batch=threads, logits_all=True, verbose=False)
+
+    def verify_over_step(self, prompt: list[int], repeats: int = 5) -> float:
+        """Median over alternated repeats of time(eval of 8 rows) / time(eval of 1 row)."""
+        llm = self.llm
+        llm.reset()
+        llm.eval(prompt)
+        pos, eight = len(prompt), prompt[:8]
+        ratios = []
+        for _ in range(repeats):
+            llm.n_tokens = pos  # eval drops the cache from n_tokens on
+            t0 = time.perf_counter()
+            llm.eval(eight[:1])
+            t1 = time.perf_counter()
+            llm.n_tokens = pos
+            llm.eval(eight)
+            t2 = time.perf_counter()
+            ratios.append((t2 - t1) / (t1 - t0))
+        return statistics.median(ratios)
+
+
 def llama_logits(path: Path, threads: int, prompt: list[int]):
     """llama.cpp's logits after `prompt`: `logits_all=True`, one `eval`, the last row of
     `scores`."""
@@ -337,7 +368,7 @@ def run(args, read_bandwidth: Callable[[], float]) -> None:
             engines.append(TransformersReal(path, args.threads))
         except ImportError as error:
             print(f"transformers arm skipped: {error} (install the peer extra)")
-    llama_plain = llama_lookup = None
+    llama_plain = llama_lookup = llama_verify = None
     if args.no_llama:
         print("llama.cpp arm skipped: --no-llama")
     else:
@@ -347,6 +378,7 @@ def run(args, read_bandwidth: Callable[[], float]) -> None:
             version = peer_llama.llama_cpp_version()
             llama_plain = peer_llama.LlamaEngine(path, "GGUF", args.threads, n_ctx=512)
             llama_lookup = LlamaLookup(path, args.threads, n_ctx=512)
+            llama_verify = LlamaVerify(path, args.threads, n_ctx=512)
             engines.append(llama_plain)
             print(f"llama.cpp {version} on the file as it is")
         except peer_llama.PeerUnavailable as error:
@@ -388,6 +420,8 @@ def run(args, read_bandwidth: Callable[[], float]) -> None:
                     stats.accepted / max(stats.proposed, 1))
         for arm in (f32, int8):
             verify8[f"onebit {arm.format}"].append(arm.verify_over_step(long))
+        if llama_verify:
+            verify8.setdefault("llama.cpp", []).append(llama_verify.verify_over_step(long))
         print(f"round {i + 1}/{args.rounds}: read {bandwidths[-1]:.1f} GB/s; "
               + ", ".join(f"{k} {s.tps[-1]:.1f} tok/s" for k, s in peers.items()), flush=True)
 
@@ -408,6 +442,9 @@ def run(args, read_bandwidth: Callable[[], float]) -> None:
     for arm in (f32, int8):
         print(f"- onebit {arm.format} verify(8) / step: "
               f"{spread(verify8[f'onebit {arm.format}'], '.2f')}")
+    if "llama.cpp" in verify8:  # the same measure on llama.cpp's eval, for reference
+        print("- llama.cpp verify(8) / step (8 rows of logits): "
+              f"{spread(verify8['llama.cpp'], '.2f')}")
 
     print(f"\nPrompt lookup, {LOOKUP_K} tokens drafted, on the chat prompt, decode time only "
           "(onebit: the n-gram head, n = 3; llama.cpp: LlamaPromptLookupDecoding, "
