@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from onebit.commands.common import fail
+from onebit.commands.compile_notice import watching_compiles
 from onebit.commands.generate import add_model_options, load_for_text, run_generation, write
 
 
@@ -28,6 +29,12 @@ def main(args: argparse.Namespace) -> int:
         model = load_for_text(args)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("chat", error)
+    with watching_compiles() as watch:
+        return converse(model, args, watch)
+
+
+def converse(model, args: argparse.Namespace, watch) -> int:
+    """The turns, read from stdin until its end or /quit."""
     interactive = sys.stdin.isatty()
     history: list[dict] = []
     while True:
@@ -44,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
             continue
         history.append({"role": "user", "content": text})
         try:
-            gen = run_generation(model, history, args, chat=True)
+            gen = run_generation(model, history, args, chat=True, watch=watch)
         except KeyboardInterrupt:
             history.pop()
             write("\n")

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from onebit.commands.common import fail, positive, quiet_stdout
+from onebit.commands.compile_notice import watching_compiles
 from onebit.models.kernels import KERNELS, numba_available
 
 HEADS = ("none", "ngram", "mtp", "dflash")
@@ -102,21 +103,25 @@ def write(text: str) -> None:
         quiet_stdout()
 
 
-def report(gen, head: str) -> str:
+def report(gen, head: str, compiled_seconds: float = 0.0) -> str:
     """The stderr line after a generation: decode speed (the tokens after the first, which
     the prompt's passes produce), passes per token, the time to the first token (the prefill,
-    and on a fresh process the kernels' first compile) and the head's acceptance."""
+    and on an empty kernel cache the kernels' compile, whose seconds follow), and the head's
+    acceptance."""
     s = gen.result.stats
     line = (f"[{s.emitted} tokens, {gen.decode_tokens_per_second:.1f} tokens/s, "
             f"{s.passes_per_token:.3f} passes/token, first token after "
             f"{gen.prefill_seconds * 1e3:.0f} ms ({s.prefill_passes} prefill passes)")
+    if compiled_seconds:
+        line += f", {compiled_seconds:.1f} s compiling kernels"
     if head != "none":
         line += f", acceptance {s.acceptance_rate:.1%} ({s.accepted}/{s.proposed})"
     return line + "]"
 
 
-def run_generation(model, prompt, args, *, chat) -> object:
-    """One generation streamed to stdout, the report to stderr; returns the Generation."""
+def run_generation(model, prompt, args, *, chat, watch=None) -> object:
+    """One generation streamed to stdout, the report to stderr; returns the Generation.
+    `watch` (compile_notice.CompileWatch) gives the seconds it spent compiling."""
     import onebit
 
     gen = onebit.generate(model, prompt, chat=chat, system=args.system,
@@ -124,7 +129,8 @@ def run_generation(model, prompt, args, *, chat) -> object:
                           sampling=sampling_of(args), seed=args.seed, draft=args.draft,
                           on_text=write)
     write("\n")
-    print(report(gen, args.head), file=sys.stderr, flush=True)
+    compiled = watch.take() if watch is not None else 0.0
+    print(report(gen, args.head, compiled), file=sys.stderr, flush=True)
     return gen
 
 
@@ -134,7 +140,8 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError("give a prompt or --prompt-file, not both or neither")
         prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
         model = load_for_text(args)
-        run_generation(model, prompt, args, chat=args.chat)
+        with watching_compiles() as watch:
+            run_generation(model, prompt, args, chat=args.chat, watch=watch)
     except KeyboardInterrupt:
         return 130
     except (ValueError, RuntimeError, OSError) as error:

@@ -72,3 +72,42 @@ def test_kernel_option(tiny_dir, onebit_cli):
     assert done.stdout == expected + "\n"
     bad = onebit_cli("generate", "--model", tiny_dir, "hi", "--kernel", "fast")
     assert bad.returncode == 2 and "int8" in bad.stderr and "numpy" in bad.stderr
+
+
+def test_a_compile_is_announced_once(tiny_dir, tmp_path, onebit_cli):
+    """On an empty kernel cache the command says on stderr, before the first token, that it is
+    compiling and where later runs will find the kernels, and its report gives the seconds
+    spent; the next run loads them and says neither. stdout is the same text both times."""
+    env = {"ONEBIT_KERNEL_CACHE": str(tmp_path / "kernels")}
+    argv = ("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 4,
+            "--kernel", "numba-float")
+    first, second = onebit_cli(*argv, env=env), onebit_cli(*argv, env=env)
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    lines = first.stderr.splitlines()
+    assert lines[0].startswith("[compiling the kernels for this CPU, once")
+    assert str(tmp_path / "kernels") in lines[0]
+    assert "s compiling kernels" in lines[-1] and "tokens/s" in lines[-1]
+    assert "compiling" not in second.stderr and "tokens/s" in second.stderr
+    assert first.stdout == second.stdout
+
+
+def test_compile_watch_counts_the_outermost_compiles(monkeypatch):
+    """Nested compiles (a kernel compiling the ones it calls) are timed once, from the
+    outermost start to its end; the notice is said once per watch; `take` empties the count."""
+    import io
+
+    from onebit.commands import compile_notice
+
+    clock = iter([10.0, 13.5, 20.0, 21.0])
+    monkeypatch.setattr(compile_notice.time, "perf_counter", lambda: next(clock))
+    stream = io.StringIO()
+    watch = compile_notice.CompileWatch(stream)
+    watch.started()   # 10.0
+    watch.started()   # nested: no clock read
+    watch.ended()
+    watch.ended()     # 13.5
+    assert watch.take() == 3.5 and watch.take() == 0.0
+    watch.started()   # 20.0
+    watch.ended()     # 21.0
+    assert watch.take() == 1.0
+    assert stream.getvalue().count("compiling the kernels") == 1
