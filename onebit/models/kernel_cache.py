@@ -11,9 +11,13 @@ variant gets a name of its own, `<name>_<digest>`, where the digest covers
   edit to these files gives every kernel a new name, never a stale one;
 
 and `OnebitLocator` puts them under `$ONEBIT_KERNEL_CACHE` (default `$ONEBIT_HOME/kernels`),
-with the digest as the source stamp. numba's index adds the signature and the CPU (its name and
-features): a cache copied to another machine compiles again. What is loaded is the machine code
-a compile made, so the bits are those of a compile (tests/forward/test_kernel_cache.py).
+in a folder of their own for this version of the sources (the sources' digest, 16 hex digits),
+with the digest as the source stamp. Every edit makes a new folder, so a folder no process has
+used for KEEP_DAYS days is removed when the next one is made ready: the cache holds the
+versions in use, not every version there ever was. numba's index adds the signature and the
+CPU (its name and features): a cache copied to another machine compiles again. What is loaded
+is the machine code a compile made, so the bits are those of a compile
+(tests/forward/test_kernel_cache.py).
 
 `ONEBIT_KERNEL_CACHE=0` turns the cache off (every process compiles, as before). It is also off
 where numba is told to use other locators (`NUMBA_CACHE_LOCATOR_CLASSES`) or numba's cache
@@ -25,8 +29,11 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+import re
+import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -37,6 +44,8 @@ OFF = ("0", "off", "false", "no")
 SOURCES = ("int8_kernel.py", "fused.py", "kernels.py", "q4nx_kernel.py", "q4nx.py", "blocks.py",
            "kernel_cache.py")
 MARK = "_onebit_kernel_cache"  # set on a function this module names and places
+KEEP_DAYS = 14  # a version's folder unused this long is removed
+VERSION_DIR = re.compile(r"[0-9a-f]{16}")
 
 
 def cache_dir() -> Path | None:
@@ -117,25 +126,51 @@ def jit(func: Callable, variant: tuple, **options) -> Callable:
     from numba import njit
 
     where = cache_dir()
-    if where is None or not _writable(where) or not _locator_installed():
+    folder = None if where is None else _prepared(where)
+    if folder is None or not _locator_installed():
         return njit(**options)(func)
     func.__qualname__ = func.__name__ = variant_name(func.__name__, variant)
-    setattr(func, MARK, where)
+    setattr(func, MARK, folder)
     dispatcher = njit(cache=True, **options)(func)
     dispatcher._cache = _variant_cache()(func)  # nothing is compiled yet: njit is lazy
     return dispatcher
 
 
 @cache
-def _writable(where: Path) -> bool:
-    """Whether kernels can be stored at `where` (made if missing); if not, they are compiled in
-    every process, as without the cache, rather than failing."""
+def _prepared(where: Path) -> Path | None:
+    """The folder under `where` for this version's kernels, made and marked as in use (its
+    time set to now), after the folders of other versions unused for KEEP_DAYS are removed;
+    None when it cannot be written, and the kernels are then compiled in every process, as
+    without the cache, rather than failing."""
+    folder = where / _sources_digest()[:16]
     try:
-        where.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=where).close()
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        os.utime(folder)
     except OSError:
-        return False
-    return True
+        return None
+    _prune(where, keep=folder)
+    return folder
+
+
+def _prune(where: Path, keep: Path) -> None:
+    """Remove what under `where` no process has touched for KEEP_DAYS: other versions'
+    folders, and the files an earlier onebit kept there directly. Nothing else is touched."""
+    cutoff = time.time() - KEEP_DAYS * 86400
+    try:
+        entries = list(where.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry == keep or entry.stat().st_mtime > cutoff:
+                continue
+            if entry.is_dir() and VERSION_DIR.fullmatch(entry.name):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif entry.is_file() and entry.suffix in (".nbi", ".nbc"):
+                entry.unlink(missing_ok=True)
+        except OSError:
+            continue
 
 
 @cache

@@ -49,6 +49,11 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def stored(where: Path) -> list[str]:
+    """The files under the cache folder `where`, as paths relative to it."""
+    return sorted(str(p.relative_to(where)) for p in where.rglob("*") if p.is_file())
+
+
 def child(env: dict[str, str]) -> tuple[float, int, int]:
     done = subprocess.run([sys.executable, "-c", CHILD], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=600)
@@ -62,12 +67,12 @@ def test_second_process_loads_what_the_first_compiled(tmp_path):
     no miss), adds no file, and computes the same value."""
     env = {"ONEBIT_KERNEL_CACHE": str(tmp_path)}
     first = child(env)
-    files = sorted(p.name for p in tmp_path.iterdir())
+    files = stored(tmp_path)
     assert first[1:] == (0, 1)
     assert any(name.endswith(".nbi") for name in files)
     second = child(env)
     assert second == (first[0], 1, 0)
-    assert sorted(p.name for p in tmp_path.iterdir()) == files
+    assert stored(tmp_path) == files
     assert first[0] == np.arange(1000.0).sum() * 0.5
 
 
@@ -112,7 +117,7 @@ def test_float_and_packed_kernels_load_from_the_cache(tmp_path):
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
         digest, hits, misses = done.stdout.split()
-        return digest, int(hits), int(misses), sorted(p.name for p in tmp_path.iterdir())
+        return digest, int(hits), int(misses), stored(tmp_path)
 
     first, second = run(), run()
     assert first[1] == 0 and first[2] >= 12  # 2 tiled, 2 simple, 4 packed, and their parts
@@ -129,6 +134,30 @@ def test_off_and_unwritable_compile_as_before(tmp_path):
     for where in ("0", str(blocked / "kernels")):
         assert child({"ONEBIT_KERNEL_CACHE": where}) == (np.arange(1000.0).sum() * 0.5, 0, 1)
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_a_version_keeps_its_own_folder_and_old_ones_go(tmp_path, monkeypatch):
+    """Kernels are stored in a folder of this version of the sources (their digest). Making it
+    ready removes what no process has touched for KEEP_DAYS: another version's folder, and
+    the files an earlier onebit kept at the top; a recent other version, and files that are
+    not kernels, stay."""
+    import time
+
+    monkeypatch.setattr(kernel_cache, "_sources_digest", lambda: "ab" * 32)
+    old = time.time() - (kernel_cache.KEEP_DAYS + 1) * 86400
+    stale, recent = tmp_path / ("0" * 16), tmp_path / ("1" * 16)
+    for folder in (stale, recent):
+        folder.mkdir()
+        (folder / "stack_x-onebit.py311.nbi").write_bytes(b"index")
+    flat, note = tmp_path / "stack_y-onebit.py311.nbc", tmp_path / "notes.txt"
+    flat.write_bytes(b"code")
+    note.write_text("mine")
+    for path in (stale / "stack_x-onebit.py311.nbi", stale, flat, note):
+        os.utime(path, (old, old))
+    folder = kernel_cache._prepared.__wrapped__(tmp_path)
+    assert folder == tmp_path / ("ab" * 8) and folder.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [folder.name, recent.name, note.name])
 
 
 def test_names_follow_the_variant_and_the_sources(monkeypatch):
@@ -182,6 +211,6 @@ def test_compiled_stack_from_the_cache_gives_the_same_bits(tmp_path):
         done = subprocess.run([sys.executable, "-c", script, str(out)], env=env,
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr
-        saved.append(sorted(p.name for p in Path(cache).iterdir()))
+        saved.append(stored(Path(cache)))
     assert saved[0] == saved[1] and any("stack" in name for name in saved[0])
     assert np.array_equal(np.load(tmp_path / "compiled.npy"), np.load(tmp_path / "loaded.npy"))
