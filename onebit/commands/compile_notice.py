@@ -33,8 +33,9 @@ class CompileWatch:
     """Counts the seconds of the outermost compiles since the last `take`; says `notice_line`
     on `stream` when the first one starts."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, clock=time.perf_counter) -> None:
         self.stream = stream
+        self.clock = clock
         self.said = False
         self._depth = 0
         self._started = 0.0
@@ -42,7 +43,7 @@ class CompileWatch:
 
     def started(self) -> None:
         if self._depth == 0:
-            self._started = time.perf_counter()
+            self._started = self.clock()
             if not self.said:
                 self.said = True
                 print(notice_line(), file=self.stream, flush=True)
@@ -51,7 +52,7 @@ class CompileWatch:
     def ended(self) -> None:
         self._depth -= 1
         if self._depth == 0:
-            self._seconds += time.perf_counter() - self._started
+            self._seconds += self.clock() - self._started
 
     def take(self) -> float:
         """The compile seconds since the last call."""

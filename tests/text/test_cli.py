@@ -91,7 +91,7 @@ def test_a_compile_is_announced_once(tiny_dir, tmp_path, onebit_cli):
     assert first.stdout == second.stdout
 
 
-def test_compile_watch_counts_the_outermost_compiles(monkeypatch):
+def test_compile_watch_counts_the_outermost_compiles():
     """Nested compiles (a kernel compiling the ones it calls) are timed once, from the
     outermost start to its end; the notice is said once per watch; `take` empties the count."""
     import io
@@ -99,9 +99,8 @@ def test_compile_watch_counts_the_outermost_compiles(monkeypatch):
     from onebit.commands import compile_notice
 
     clock = iter([10.0, 13.5, 20.0, 21.0])
-    monkeypatch.setattr(compile_notice.time, "perf_counter", lambda: next(clock))
     stream = io.StringIO()
-    watch = compile_notice.CompileWatch(stream)
+    watch = compile_notice.CompileWatch(stream, clock=lambda: next(clock))
     watch.started()   # 10.0
     watch.started()   # nested: no clock read
     watch.ended()
