@@ -61,9 +61,10 @@ class CompileWatch:
 
 
 @contextmanager
-def watching_compiles(stream: TextIO = sys.stderr) -> Iterator[CompileWatch]:
-    """A `CompileWatch` fed by numba's compile events for the duration of the block."""
-    watch = CompileWatch(stream)
+def watching_compiles(stream: TextIO | None = None) -> Iterator[CompileWatch]:
+    """A `CompileWatch` fed by numba's compile events for the duration of the block, saying
+    its line on `stream` (sys.stderr as it is when the block starts)."""
+    watch = CompileWatch(stream if stream is not None else sys.stderr)
     try:
         from numba.core import event
     except ImportError:
