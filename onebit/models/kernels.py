@@ -46,6 +46,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onebit.models import kernel_cache
+
 KERNELS = ("auto", "numba", "numba-float", "numpy", "int8")
 # kernels that read Q4NX weights packed (q4nx_kernel.py) instead of their float32 cache
 PACKED_KERNELS = ("numba",)
@@ -101,7 +103,6 @@ def _numba_kernel(parallel: bool) -> Callable:
         return kernel
     from numba import prange
 
-    from onebit.models import kernel_cache
 
     # For each output feature the same dot-product loop runs over every row; fastmath lets
     # LLVM vectorise that loop with a fixed, compile-time reduction order, so a row's bits do
@@ -343,7 +344,6 @@ def _tiled_kernel(
         return kernel
     from numba import prange
 
-    from onebit.models import kernel_cache
 
     block = _tiled_kernels.get(("block", prefetch, tile))
     if block is None:
