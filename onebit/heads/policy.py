@@ -1,0 +1,201 @@
+"""Speculation that never loses: a head wrapper that chooses how many drafts to send each round.
+
+A round of the one-pass loop verifies t1 and j drafts as one batch of j + 1 rows and emits
+1 + (accepted drafts) tokens; a plain step emits one. On a CPU a verify of n rows is not free:
+its cost grows with n (on SmolLM2 here, 2 rows cost about 1.5 steps, 4 rows about 1.9), so a
+draft pays only if it is accepted often enough. `PolicyHead` measures both sides as it runs:
+
+- **cost**: the wall time of each round, from one `propose` to the next, keyed by the rows the
+  round sent (1 for a plain step), kept as a moving average `cost[n]`. Rows it has not yet
+  measured are priced by a prior, `cost[1] * (1 + row_cost * (n - 1))`;
+- **acceptance**: for each draft slot i, how often draft i matched the committed text given that
+  drafts 1 .. i - 1 did. Every proposal is scored against the tokens committed after it, the
+  drafts it withheld too ("shadow" scoring), so a head that stops being sent still learns.
+
+Each round it sends the j drafts (0 .. what the head gave) that maximise the expected tokens
+per unit of time, `E_j / cost[j + 1]`, with `E_j = 1 + sum_{i <= j} prod_{l <= i} a_l`; j = 0
+is a plain step (the loop steps t1 when a head proposes nothing). When no j beats plain even
+before the head is asked, the head is not asked at all (it may cost time itself) but for one
+probe every `probe_every` rounds, so a change in the text is noticed.
+
+The text is exactly the loop's: the policy only shortens a proposal, and the loop checks every
+draft it is sent (greedy: the argmax; sampled: the rejection rule, which stays exact for a
+draft length chosen from what was drafted so far, since each position's accept / residual draw
+keeps its token distributed as the target's). `clock=` and `costs=` make the choices
+deterministic for tests and proofs: with fixed `costs` nothing is timed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from onebit.protocols import Drafts
+
+#: the prior price of each verify row past the first, in steps, before a width is measured
+ROW_COST = 0.45
+#: weight of the newest round in a width's moving average of its cost
+COST_EMA = 0.2
+#: the prior on each slot's acceptance: `PRIOR_HITS` hits in `PRIOR_TRIALS` trials
+PRIOR_HITS = 1.0
+PRIOR_TRIALS = 2.0
+
+
+class PolicyHead:
+    """A `DraftHead` that wraps a one-pass head and sends it only the drafts that pay.
+
+    `max_k` caps the drafts asked of the head; `costs` fixes `cost[n]` for n rows (steps, any
+    unit) instead of measuring; `clock` is the timer (seconds); `probe_every` rounds a head
+    judged not to pay is asked anyway. Cost and acceptance are kept across runs (they belong
+    to this head on this model) and `reset()` forgets only the run's text; `persist=False`
+    forgets them too, so each run's choices depend on that run alone (what an enumeration of
+    a sampled run's outcomes, which replays the run, needs)."""
+
+    def __init__(self, inner, *, max_k: int = 7, costs: Mapping[int, float] | None = None,
+                 clock: Callable[[], float] = time.perf_counter, row_cost: float = ROW_COST,
+                 probe_every: int = 16, persist: bool = True) -> None:
+        if inner.needs_last_hidden():
+            raise ValueError(f"PolicyHead wraps one-pass heads; {inner!r} is two-pass")
+        for name, value in (("max_k", max_k), ("probe_every", probe_every)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PolicyHead: {name} must be an integer >= 1, got {value!r}")
+        if isinstance(row_cost, bool) or not isinstance(row_cost, int | float) or row_cost < 0:
+            raise ValueError(f"PolicyHead: row_cost must be a number >= 0, got {row_cost!r}")
+        self.inner = inner
+        self.max_k = max_k
+        self.row_cost = float(row_cost)
+        self.probe_every = probe_every
+        self.clock = clock
+        self.fixed = costs is not None
+        self.persist = persist
+        self.cost: dict[int, float] = {}
+        if costs is not None:
+            for rows, value in costs.items():
+                if not isinstance(rows, int) or rows < 1 or not value > 0:
+                    raise ValueError(f"PolicyHead: costs[{rows!r}] = {value!r}; a cost is a "
+                                     "positive number for a row count >= 1")
+                self.cost[rows] = float(value)
+            if 1 not in self.cost:
+                raise ValueError("PolicyHead: costs must price a plain step (costs[1])")
+        self.fixed_cost = dict(self.cost)
+        self._forget()
+        self.reset()
+
+    def _forget(self) -> None:
+        self.cost = dict(self.fixed_cost)
+        self.hits = np.zeros(self.max_k + 1)  # slot i (1-based): draft i matched, given 1 .. i-1
+        self.trials = np.zeros(self.max_k + 1)
+        self.sent: list[int] = []  # drafts sent per round (for the stats and tests)
+
+    def __repr__(self) -> str:
+        return f"PolicyHead({self.inner!r}, max_k={self.max_k})"
+
+    # -- DraftHead -------------------------------------------------------------------------
+
+    def needs_last_hidden(self) -> bool:
+        return False
+
+    def reset(self) -> None:
+        self.inner.reset()
+        if not self.persist:
+            self._forget()
+        self.text: list[int] = []           # committed tokens, in order
+        self.pending: list[tuple[int, list[int], int]] = []  # (position, drafts, slots scored)
+        self.round_start: float | None = None
+        self.round_rows = 1
+        self.idle = 0                       # rounds since the head was last asked
+
+    def use_sampling(self, sampling, rng) -> None:
+        if callable(getattr(self.inner, "use_sampling", None)):
+            self.inner.use_sampling(sampling, rng)
+
+    def commit_rows(self, tokens: Sequence[int], rows: np.ndarray, count: int) -> None:
+        self.inner.commit_rows(tokens, rows, count)
+        self.text.extend(int(t) for t in tokens[:count])
+        self._score()
+
+    def propose(self, token: int, pos: int, k: int, hidden: np.ndarray | None):
+        self._time_round()
+        k = min(k, self.max_k)
+        if not self.worth_asking(k):
+            self.idle += 1
+            if self.idle < self.probe_every:
+                return self._send([], 1)
+        self.idle = 0
+        answer = self.inner.propose(token, pos, k, hidden)
+        tokens, q = (answer.tokens, answer.q) if isinstance(answer, Drafts) else (answer, None)
+        tokens = [int(t) for t in (tokens if tokens is not None else [])][:k]
+        # t1 sits at pos; draft i is for pos + i. Scored once the text reaches those positions.
+        self.pending.append((pos + 1, tokens, 0))
+        j = self.best_length(len(tokens))
+        if q is not None:
+            return self._send(Drafts(tokens[:j], np.asarray(q)[:j]), j + 1)
+        return self._send(tokens[:j], j + 1)
+
+    # -- the choice ------------------------------------------------------------------------
+
+    def acceptance(self) -> np.ndarray:
+        """`a[i]` for slots 1 .. max_k (a[0] unused): the chance draft i is accepted given that
+        drafts 1 .. i - 1 were, from the scored proposals and the prior."""
+        return (self.hits + PRIOR_HITS) / (self.trials + PRIOR_TRIALS)
+
+    def price(self, rows: int) -> float:
+        """`cost[rows]`: measured, or the prior from the plain step's cost."""
+        if rows in self.cost:
+            return self.cost[rows]
+        return self.cost.get(1, 1.0) * (1.0 + self.row_cost * (rows - 1))
+
+    def rates(self, most: int) -> list[float]:
+        """Expected tokens per unit of cost when j = 0 .. `most` drafts are sent."""
+        a = self.acceptance()
+        expected, chain, out = 1.0, 1.0, [1.0 / self.price(1)]
+        for j in range(1, most + 1):
+            chain *= a[j]
+            expected += chain
+            out.append(expected / self.price(j + 1))
+        return out
+
+    def best_length(self, drafted: int) -> int:
+        """How many of `drafted` drafts to send: the j whose rate is highest (fewest on a tie)."""
+        rates = self.rates(min(drafted, self.max_k))
+        return int(np.argmax(rates))
+
+    def worth_asking(self, k: int) -> bool:
+        """Whether some j >= 1 of at most `k` drafts is expected to beat a plain step."""
+        rates = self.rates(min(k, self.max_k))
+        return len(rates) > 1 and max(rates[1:]) > rates[0]
+
+    # -- measuring -------------------------------------------------------------------------
+
+    def _send(self, drafts, rows: int):
+        self.sent.append(rows - 1)
+        self.round_rows = rows
+        self.round_start = self.clock()
+        return drafts
+
+    def _time_round(self) -> None:
+        """Charge the round that just ended (from the last `propose` to this one) to its width."""
+        if self.round_start is None or self.fixed:
+            return
+        seconds = self.clock() - self.round_start
+        rows = self.round_rows
+        old = self.cost.get(rows)
+        self.cost[rows] = seconds if old is None else old + COST_EMA * (seconds - old)
+
+    def _score(self) -> None:
+        """Score every proposal whose positions the committed text now reaches: slot by slot,
+        until the first draft that differs (the slots after it are never reached)."""
+        waiting = []
+        for first, drafts, done in self.pending:
+            while done < len(drafts) and first + done < len(self.text):
+                self.trials[done + 1] += 1
+                if self.text[first + done] != drafts[done]:
+                    done = len(drafts) + 1  # missed: nothing more to score
+                    break
+                self.hits[done + 1] += 1
+                done += 1
+            if done < len(drafts):
+                waiting.append((first, drafts, done))
+        self.pending = waiting

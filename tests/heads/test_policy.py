@@ -1,0 +1,172 @@
+"""`PolicyHead`: the drafts it sends are chosen by measured cost and acceptance, and whatever it
+chooses, the loop's text (greedy) and distribution (sampled) are plain decoding's."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import onebit
+from onebit import Drafts, Sampling
+from onebit.heads import NgramHead
+from onebit.heads.policy import PolicyHead
+from pytest_onebit.doubles.heads import Oracle, garbage_head, half_head, perfect_head
+from pytest_onebit.doubles.sampling_heads import MemoToyBase, sampling_head
+from pytest_onebit.doubles.toy import ToyBase
+from pytest_onebit.sampling.enumeration import (
+    assert_distribution_equivalent,
+    exact_distribution,
+    plain_distribution,
+)
+
+PROMPT = [3, 1, 4, 1, 5]
+N = 48
+CHEAP = {n: 1.0 for n in range(1, 10)}          # a batch costs a step, whatever its width
+DEAR = {n: float(n) for n in range(1, 10)}      # every row costs a step: drafting never pays
+
+
+def toy_and_oracle():
+    base = ToyBase()
+    return base, Oracle.from_greedy(ToyBase(), PROMPT, N + 8)
+
+
+@pytest.mark.parametrize("costs", [CHEAP, DEAR], ids=["cheap", "dear"])
+@pytest.mark.parametrize("make", [perfect_head, garbage_head, half_head])
+def test_text_is_greedy_whatever_the_policy_sends(make, costs):
+    """With a perfect, an always-wrong and a half-right head, under cheap and dear batches,
+    the run's tokens equal greedy decode's and the base ends where greedy leaves it."""
+    base, oracle = toy_and_oracle()
+    policy = PolicyHead(make(oracle), costs=costs)
+    reference = onebit.greedy(ToyBase(), PROMPT, max_tokens=N)
+    result = onebit.run(base, policy, PROMPT, max_tokens=N, k=7)
+    assert result.tokens == reference.tokens
+    assert base.committed == PROMPT + reference.tokens
+
+
+def test_a_perfect_head_with_cheap_batches_gets_every_draft():
+    """Cheap batches and a head that is always right: after the first rounds the policy sends
+    the full k, so the run takes about N / (k + 1) passes."""
+    base, oracle = toy_and_oracle()
+    policy = PolicyHead(perfect_head(oracle), costs=CHEAP)
+    result = onebit.run(base, policy, PROMPT, max_tokens=N, k=7)
+    assert policy.sent[-3:] == [7, 7, 7]
+    assert result.stats.batches + result.stats.steps <= N // 8 + 3
+
+
+def test_a_wrong_head_with_dear_batches_is_not_sent_and_not_asked():
+    """Dear batches and a head that is always wrong: the policy learns within a few rounds to
+    send nothing (plain steps), then stops asking the head but for one probe every
+    `probe_every` rounds; the acceptance it learned stays near zero."""
+    base, oracle = toy_and_oracle()
+    head = garbage_head(oracle)
+    policy = PolicyHead(head, costs=DEAR, probe_every=8)
+    result = onebit.run(base, policy, PROMPT, max_tokens=N, k=7)
+    assert result.stats.steps >= N - 6
+    assert all(sent == 0 for sent in policy.sent[6:])
+    assert result.stats.drafts_asked == len(policy.sent)  # the loop asked every round...
+    asked = len(head.proposals) if hasattr(head, "proposals") else None
+    assert policy.acceptance()[1] < 0.2
+    if asked is not None:  # ...and the policy passed few of them on
+        assert asked < N // 2
+
+
+def test_withheld_drafts_are_still_scored():
+    """Shadow scoring: a perfect head under dear batches is sent nothing at first (the prior
+    says it does not pay), yet its withheld drafts are scored against the text, so the policy
+    learns it is always right and starts sending it once that pays (costs[2] below 2: a
+    draft pays once its acceptance passes 0.9)."""
+    base, oracle = toy_and_oracle()
+    costs = {1: 1.0, 2: 1.9, 3: 2.8, 4: 3.7, 5: 4.6, 6: 5.5, 7: 6.4, 8: 7.3}
+    policy = PolicyHead(perfect_head(oracle), costs=costs, probe_every=2)
+    onebit.run(base, policy, PROMPT, max_tokens=N, k=7)
+    assert policy.sent[0] == 0
+    assert policy.acceptance()[1] > 0.9
+    assert policy.sent[-1] >= 1
+
+
+def test_measured_costs_follow_the_clock():
+    """Without fixed costs, each round's width is charged the clock's time from one propose to
+    the next: a clock that makes every batch of n rows take n seconds prices cost[n] = n."""
+    base, oracle = toy_and_oracle()
+    ticks = itertools.count()
+    now = [0.0]
+
+    class Timed(ToyBase):
+        def step(self, token, pos):
+            now[0] += 1.0
+            return super().step(token, pos)
+
+        def verify(self, tokens, pos):
+            now[0] += len(tokens)
+            return super().verify(tokens, pos)
+
+    base = Timed()
+    policy = PolicyHead(half_head(oracle), clock=lambda: now[0] + 0 * next(ticks))
+    onebit.run(base, policy, PROMPT, max_tokens=N, k=7)
+    assert policy.cost[1] == pytest.approx(1.0)
+    for rows, cost in policy.cost.items():
+        assert cost == pytest.approx(rows)
+
+
+def test_prompt_lookup_under_the_policy_on_the_real_forward(qwen3):
+    """Prompt lookup under the policy on a real forward (a fabricated Qwen3) emits greedy's
+    tokens, with measured costs."""
+    reference = onebit.greedy(qwen3, [189, 190] * 4, max_tokens=40)
+    result = onebit.run(qwen3, PolicyHead(NgramHead(n=3, k=8)), [189, 190] * 4,
+                        max_tokens=40, k=7)
+    assert result.tokens == reference.tokens
+
+
+@pytest.mark.parametrize("kind", ["same", "blend", "spread"])
+@pytest.mark.parametrize("costs", [CHEAP, {1: 1.0, 2: 1.2, 3: 1.9, 4: 2.9}],
+                         ids=["cheap", "steep"])
+def test_sampled_distribution_is_exact_under_the_policy(kind, costs):
+    """A sampled run through the policy (which cuts each round's Drafts, tokens and q rows
+    together, to a length chosen from what it has scored so far) has plain sampling's exact
+    distribution, enumerated over every rng answer."""
+    s = Sampling(1.0, top_k=3)
+    base = MemoToyBase(vocab_size=3, seed=4)
+    policy = PolicyHead(sampling_head(base, kind), costs=costs, persist=False)
+    d = exact_distribution(onebit.run, base, policy, [2, 0], max_tokens=3, k=3, sampling=s)
+    want = plain_distribution(ToyBase(vocab_size=3, seed=4), [2, 0], max_tokens=3, sampling=s)
+    assert_distribution_equivalent(d, want, atol=1e-12)
+
+
+def test_drafts_are_cut_with_their_q_rows():
+    """A `Drafts` answer is cut to the chosen length in tokens and q rows alike."""
+
+    class Fixed:
+        def needs_last_hidden(self):
+            return False
+
+        def reset(self):
+            pass
+
+        def commit_rows(self, tokens, rows, count):
+            pass
+
+        def propose(self, token, pos, k, hidden):
+            return Drafts([1, 2, 0], np.eye(3))
+
+    policy = PolicyHead(Fixed(), costs={1: 1.0, 2: 1.2, 3: 3.0, 4: 4.0})
+    out = policy.propose(0, 5, 3, None)
+    assert list(out.tokens) == [1] and out.q.shape == (1, 3)
+
+
+@pytest.mark.parametrize(("kwargs", "word"), [
+    ({"max_k": 0}, "max_k"), ({"probe_every": True}, "probe_every"),
+    ({"row_cost": -1}, "row_cost"), ({"costs": {2: 1.0}}, "costs[1]"),
+    ({"costs": {1: 0.0}}, "costs[1]"),
+])
+def test_bad_options_are_refused_by_name(kwargs, word):
+    """Each bad option is a ValueError naming it."""
+    with pytest.raises(ValueError, match=word.replace("[", r"\[").replace("]", r"\]")):
+        PolicyHead(NgramHead(), **kwargs)
+
+
+def test_two_pass_heads_are_refused():
+    """The policy prices one-pass rounds; a two-pass head is refused by name."""
+    with pytest.raises(ValueError, match="two-pass"):
+        PolicyHead(NgramHead(two_pass=True))
