@@ -1,0 +1,205 @@
+"""Validating `/v1/completions` and `/v1/chat/completions` bodies at the boundary.
+
+`parse(kind, body)` turns the decoded JSON into a `Request` or raises `RequestError` naming
+the field. Fields onebit does not implement are refused when they would change the answer
+(`n` > 1, penalties, `logit_bias`, `echo`, `suffix`, tools) rather than silently ignored;
+fields that change nothing here (`user`, `model`) are accepted. `speculative` is onebit's
+own: false decodes the same request plainly, with no draft head, which is how a black-box
+harness compares speculation against the same server's plain decode.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from onebit.sampling import Sampling
+from onebit.serve.errors import RequestError
+
+COMPLETION, CHAT = "completion", "chat"
+MAX_STOPS = 4          # OpenAI's limit
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat; completions' is 5, vLLM allows more
+DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
+
+# Fields that would change the answer and that onebit does not do: refused, never ignored.
+# Each maps to the value that means "not used", which is accepted.
+UNSUPPORTED = {"n": 1, "best_of": 1, "echo": False, "suffix": None, "presence_penalty": 0,
+               "frequency_penalty": 0, "logit_bias": None, "tools": None, "functions": None,
+               "response_format": None}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One validated request. `prompt` is a str (completions) or messages (chat); `logprobs`
+    is None (none asked) or how many alternatives to list per token (0: the chosen one's
+    only); `max_tokens` None means "until the context is full"."""
+
+    kind: str
+    prompt: str | list[dict]
+    max_tokens: int | None
+    stop: tuple[str, ...] = ()
+    sampling: Sampling | None = None
+    seed: int | None = None
+    logprobs: int | None = None
+    stream: bool = False
+    include_usage: bool = False
+    speculative: bool = True
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _int(body: dict, name: str, *, low: int, high: int | None = None,
+         default: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not _is_int(value):
+        raise RequestError(name, f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise RequestError(name, f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _number(body: dict, name: str, *, low: float, high: float, default: float,
+            open_low: bool = False) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not _is_number(value):
+        raise RequestError(name, f"{name} must be a number, got {value!r}")
+    if value > high or value < low or (open_low and value == low):
+        interval = f"({low}, {high}]" if open_low else f"[{low}, {high}]"
+        raise RequestError(name, f"{name} must be in {interval}, got {value}")
+    return float(value)
+
+
+def _bool(body: dict, name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise RequestError(name, f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def _stop(body: dict) -> tuple[str, ...]:
+    value = body.get("stop")
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise RequestError("stop", f"stop must be a string or a list of strings, got "
+                           f"{type(value).__name__}")
+    if len(items) > MAX_STOPS:
+        raise RequestError("stop", f"stop takes at most {MAX_STOPS} strings, got {len(items)}")
+    for i, item in enumerate(items):
+        where = "stop" if isinstance(value, str) else f"stop[{i}]"
+        if not isinstance(item, str) or not item:
+            raise RequestError(where, f"{where} must be a non-empty string, got {item!r}")
+    return tuple(items)
+
+
+def _refuse_unsupported(body: dict) -> None:
+    for name, neutral in UNSUPPORTED.items():
+        value = body.get(name)
+        if value is None or value == neutral or (name == "logit_bias" and value == {}) \
+                or (name in ("tools", "functions") and value == []):
+            continue
+        raise RequestError(name, f"{name}={str(value)[:60]} is not supported by onebit serve")
+
+
+def _sampling(body: dict) -> tuple[Sampling | None, int | None]:
+    temperature = _number(body, "temperature", low=0.0, high=2.0, default=1.0)
+    top_p = _number(body, "top_p", low=0.0, high=1.0, default=1.0, open_low=True)
+    top_k = _int(body, "top_k", low=-1, default=0)
+    seed = _int(body, "seed", low=0, default=None)
+    top_k = 0 if top_k == -1 else top_k  # vLLM's spelling of "every token"
+    if temperature == 0.0:
+        return None, seed  # greedy: top_k / top_p change nothing at temperature 0
+    return Sampling(temperature=temperature, top_k=top_k, top_p=top_p), seed
+
+
+def _completion_prompt(body: dict) -> str:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]  # a batch of one: OpenAI's SDK sends a str, some clients a list
+    if prompt is None:
+        raise RequestError("prompt", "prompt is required")
+    if not isinstance(prompt, str):
+        raise RequestError("prompt", f"prompt must be a string (one prompt per request), got "
+                           f"{type(prompt).__name__}")
+    if not prompt:
+        raise RequestError("prompt", "prompt is empty")
+    return prompt
+
+
+def _messages(body: dict) -> list[dict]:
+    messages = body.get("messages")
+    if messages is None:
+        raise RequestError("messages", "messages is required")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("messages", "messages must be a non-empty list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise RequestError(f"messages[{i}]", f"messages[{i}] must be an object, got "
+                               f"{type(message).__name__}")
+        if not isinstance(message.get("role"), str):
+            raise RequestError(f"messages[{i}].role", f"messages[{i}].role must be a string")
+        if not isinstance(message.get("content"), str):
+            raise RequestError(f"messages[{i}].content", f"messages[{i}].content must be a "
+                               "string (onebit serve takes text content only)")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def _logprobs(kind: str, body: dict) -> int | None:
+    if kind == COMPLETION:
+        # completions: `logprobs: N` asks for the chosen token and N alternatives
+        return _int(body, "logprobs", low=0, high=MAX_TOP_LOGPROBS)
+    wanted = _bool(body, "logprobs", False)
+    top = _int(body, "top_logprobs", low=0, high=MAX_TOP_LOGPROBS)
+    if top is not None and not wanted:
+        raise RequestError("top_logprobs", "top_logprobs needs logprobs: true")
+    return (top or 0) if wanted else None
+
+
+def _max_tokens(kind: str, body: dict) -> int | None:
+    name = "max_tokens"
+    if kind == CHAT and body.get("max_completion_tokens") is not None:
+        if body.get("max_tokens") is not None:
+            raise RequestError("max_completion_tokens",
+                               "give max_tokens or max_completion_tokens, not both")
+        name = "max_completion_tokens"
+    default = DEFAULT_COMPLETION_TOKENS if kind == COMPLETION else None
+    return _int(body, name, low=1, default=default)
+
+
+def parse(kind: str, body: object) -> Request:
+    """The `Request` in `body` (decoded JSON) for endpoint `kind` (COMPLETION or CHAT)."""
+    if not isinstance(body, dict):
+        raise RequestError(None, f"the body must be a JSON object, got {type(body).__name__}")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise RequestError("model", f"model must be a string, got {model!r}")
+    _refuse_unsupported(body)
+    prompt = _completion_prompt(body) if kind == COMPLETION else _messages(body)
+    sampling, seed = _sampling(body)
+    stream = _bool(body, "stream", False)
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise RequestError("stream_options", "stream_options must be an object")
+    include_usage = bool(options and options.get("include_usage"))
+    if include_usage and not stream:
+        raise RequestError("stream_options", "stream_options needs stream: true")
+    return Request(kind=kind, prompt=prompt, max_tokens=_max_tokens(kind, body),
+                   stop=_stop(body), sampling=sampling, seed=seed,
+                   logprobs=_logprobs(kind, body), stream=stream,
+                   include_usage=include_usage,
+                   speculative=_bool(body, "speculative", True))

@@ -1,0 +1,115 @@
+"""The JSON bodies the server answers with, in OpenAI's shapes.
+
+Each choice carries `token_ids` (an extension, as vLLM's `return_token_ids`): every token the
+model emitted for the answer, the one that completed a stop string or the EOS included, so a
+black-box harness can compare ids and not only text. A streamed answer sends its text in
+pieces and its `token_ids` (and `logprobs`) whole in the last chunk, the one with the
+`finish_reason`: the pieces are released as stop strings allow, not token by token. The
+`onebit` field says what speculation did (head, rounds, drafts proposed and accepted).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from onebit.serve.engine import Completion
+from onebit.serve.requests import CHAT, Request
+
+
+def _token_text(tok, token: int) -> str:
+    return tok.decode([token])
+
+
+def _completion_logprobs(tok, completion: Completion) -> dict:
+    entries = completion.logprobs or []
+    offsets, stream = [], tok.stream()
+    for entry in entries:
+        offsets.append(min(len(stream.text), len(completion.text)))
+        stream.push(entry.token)
+    return {"tokens": [_token_text(tok, e.token) for e in entries],
+            "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [{_token_text(tok, t): lp for t, lp in e.top} for e in entries],
+            "text_offset": offsets}
+
+
+def _chat_logprobs(tok, completion: Completion) -> dict:
+    def one(token: int, logprob: float) -> dict:
+        return {"token": _token_text(tok, token), "logprob": logprob,
+                "bytes": list(tok.token_bytes(token))}
+
+    return {"content": [{**one(e.token, e.logprob),
+                         "top_logprobs": [one(t, lp) for t, lp in e.top]}
+                        for e in completion.logprobs or []]}
+
+
+def logprobs_of(tok, request: Request, completion: Completion) -> dict | None:
+    if completion.logprobs is None:
+        return None
+    return (_chat_logprobs if request.kind == CHAT else _completion_logprobs)(tok, completion)
+
+
+def usage(completion: Completion) -> dict:
+    made = len(completion.token_ids)
+    return {"prompt_tokens": completion.prompt_tokens, "completion_tokens": made,
+            "total_tokens": completion.prompt_tokens + made}
+
+
+class Answer:
+    """The id, clock and model name one request's body and chunks share."""
+
+    def __init__(self, request: Request, model: str) -> None:
+        self.request = request
+        self.model = model
+        chat = request.kind == CHAT
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.object = "chat.completion" if chat else "text_completion"
+
+    def _envelope(self, obj: str, choices: list) -> dict:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
+                "choices": choices}
+
+    def body(self, tok, completion: Completion) -> dict:
+        """The whole answer, not streamed."""
+        choice = {"index": 0, "finish_reason": completion.finish_reason,
+                  "logprobs": logprobs_of(tok, self.request, completion),
+                  "token_ids": completion.token_ids}
+        if self.request.kind == CHAT:
+            choice["message"] = {"role": "assistant", "content": completion.text}
+        else:
+            choice["text"] = completion.text
+        return {**self._envelope(self.object, [choice]), "usage": usage(completion),
+                "onebit": completion.stats}
+
+    def _chunk_object(self) -> str:
+        return "chat.completion.chunk" if self.request.kind == CHAT else "text_completion"
+
+    def _piece(self, text: str, **extra) -> dict:
+        if self.request.kind == CHAT:
+            choice = {"index": 0, "delta": {"content": text} if text else {}, **extra}
+        else:
+            choice = {"index": 0, "text": text, **extra}
+        return self._envelope(self._chunk_object(), [choice])
+
+    def first_chunk(self) -> dict | None:
+        """Chat streams open with the assistant's role, as OpenAI's do."""
+        if self.request.kind != CHAT:
+            return None
+        return self._envelope(self._chunk_object(), [{
+            "index": 0, "delta": {"role": "assistant", "content": ""},
+            "finish_reason": None, "logprobs": None}])
+
+    def text_chunk(self, text: str) -> dict:
+        return self._piece(text, finish_reason=None, logprobs=None)
+
+    def last_chunks(self, tok, completion: Completion) -> list[dict]:
+        """The chunk with the finish reason, the ids and the logprobs; then the usage chunk
+        when `stream_options.include_usage` asked for it."""
+        chunks = [{**self._piece("", finish_reason=completion.finish_reason,
+                                 logprobs=logprobs_of(tok, self.request, completion),
+                                 token_ids=completion.token_ids), "onebit": completion.stats}]
+        if self.request.include_usage:
+            chunks.append({**self._envelope(self._chunk_object(), []),
+                           "usage": usage(completion)})
+        return chunks
