@@ -14,7 +14,7 @@ from onebit.commands.common import fail, positive, quiet_stdout
 from onebit.commands.compile_notice import watching_compiles
 from onebit.models.kernels import KERNELS, numba_available
 
-HEADS = ("none", "ngram", "mtp", "dflash")
+HEADS = ("none", "auto", "ngram", "mtp", "dflash")
 MAX_PROMPT_FILE = 16 << 20
 
 
@@ -30,7 +30,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=positive("--max-tokens"), default=256,
                         help="most tokens to generate (default 256)")
     parser.add_argument("--head", choices=HEADS, default="none",
-                        help="the draft head (default none: plain decode)")
+                        help="the draft head (default none: plain decode; auto: prompt lookup "
+                        "under the cost policy, which drafts only when it measures that it pays)")
     parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
     parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
                         "head's own, 7 for prompt lookup)")

@@ -9,12 +9,16 @@ stop token is emitted and committed, and `generate` leaves it out of the text.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 
 from onebit.text.chat import check_messages, render
 from onebit.text.errors import PromptError
 
-HEAD_NAMES = ("none", "ngram", "mtp", "dflash")
+HEAD_NAMES = ("none", "auto", "ngram", "mtp", "dflash")
+# "auto": prompt lookup under the cost policy (onebit.heads.policy), one per model, so what it
+# measured of the model's verify cost and of its acceptance carries over from call to call
+_POLICIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -70,18 +74,35 @@ def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None) -> 
 
 
 def resolve_head(head, model, *, k: int | None, draft=None):
-    """`head` as a DraftHead (None, "none", "ngram", "mtp", "dflash", or a head object), and
-    the k to draft with."""
+    """`head` as a DraftHead (None, "none", "auto", "ngram", "mtp", "dflash", or a head
+    object), and the k to draft with. "auto" is prompt lookup under `PolicyHead`, which sends
+    each round only the drafts that pay on this model and plain steps otherwise."""
     from onebit.tools.inputs import make_head, natural_k
 
     if head is None or head == "none":
         return None, k or 1
+    if head == "auto":
+        return auto_head(model), k or 7
     if isinstance(head, str):
         if head not in HEAD_NAMES:
             raise ValueError(f"head must be one of {HEAD_NAMES} or a DraftHead, got {head!r}")
         head = make_head(head, model, draft=draft, k=k or 8,
                          model=getattr(model, "source", None))
     return head, k or natural_k(head)
+
+
+def auto_head(model):
+    """The model's policy head over prompt lookup, made once per model and kept with it."""
+    from onebit.heads import NgramHead
+    from onebit.heads.policy import PolicyHead
+
+    try:
+        policy = _POLICIES.get(model)
+    except TypeError:  # a model that cannot be weakly referenced: a fresh policy each call
+        return PolicyHead(NgramHead(n=3, k=8))
+    if policy is None:
+        policy = _POLICIES[model] = PolicyHead(NgramHead(n=3, k=8))
+    return policy
 
 
 def generate(model, prompt, *, chat: bool | None = None, system: str | None = None,
@@ -93,7 +114,8 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     A str goes through the model's chat template when it has one (`chat=None`), or always
     (`chat=True`, ChatML when the file has none), or never (`chat=False`). `system` adds a
     system turn. `head`, `k`, `sampling`, `seed`, `rng`, `fallback` and `max_tokens` are
-    `onebit.run`'s; `head` may also be named ("ngram"; "mtp"/"dflash" with `draft=DIR`).
+    `onebit.run`'s; `head` may also be named ("auto": prompt lookup under the cost policy;
+    "ngram"; "mtp"/"dflash" with `draft=DIR`).
     `on_text(piece)` gets the text as it is decoded, never half a character. The run stops at
     EOS/EOT. A prompt that leaves no room in the context is a `PromptError`.
     """

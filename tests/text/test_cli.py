@@ -22,6 +22,10 @@ def test_generate_streams_the_text(tiny_dir, onebit_cli):
     spec = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12,
                       "--head", "ngram", "--k", 3)
     assert spec.stdout == done.stdout and "acceptance" in spec.stderr
+    auto = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12,
+                      "--head", "auto")
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout == done.stdout and "acceptance" in auto.stderr
 
 
 def test_prompt_file_and_bad_input(tiny_dir, tmp_path, onebit_cli):

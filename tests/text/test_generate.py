@@ -29,6 +29,19 @@ def test_ngram_head_gives_the_same_text(tiny_model):
     assert spec.text == plain.text and spec.result.tokens == plain.result.tokens
 
 
+def test_auto_head_gives_the_same_text_and_keeps_its_policy(tiny_model):
+    """head="auto" (prompt lookup under the cost policy) changes the cost, never the text; the
+    policy is made once per model, so what it measured carries over to the next call."""
+    from onebit.text.generate import auto_head
+
+    prompt = "abc abc abc abc abc abc abc abc"
+    plain = onebit.generate(tiny_model, prompt, max_tokens=32)
+    spec = onebit.generate(tiny_model, prompt, max_tokens=32, head="auto")
+    assert spec.result.tokens == plain.result.tokens and spec.text == plain.text
+    policy = auto_head(tiny_model)
+    assert policy is auto_head(tiny_model) and 1 in policy.cost
+
+
 def test_stops_at_eot_through_the_consumer_stop(tiny_model, byte_vocab):
     """When the model emits a stop token (here: the file's EOT is set to the third token
     greedy emits), the run stops there through on_token's stop: the token is emitted and
@@ -42,7 +55,7 @@ def test_stops_at_eot_through_the_consumer_stop(tiny_model, byte_vocab):
     assert gen.result.tokens == onebit.greedy(tiny_model, ids, max_tokens=3).tokens
     assert gen.result.stopped and gen.stopped_on == third
     assert gen.text == stopping.decode(gen.result.tokens[:2], skip_special_tokens=True)
-    for head in ("ngram",):
+    for head in ("ngram", "auto"):
         again = onebit.generate(tiny_model, "stop here", max_tokens=20, tokenizer=stopping,
                                 head=head, k=3)
         assert again.result.tokens == gen.result.tokens
