@@ -8,7 +8,7 @@ import importlib
 import sys
 
 COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep", "peer", "pull",
-            "generate", "chat")
+            "generate", "chat", "serve")
 
 
 class _Parser(argparse.ArgumentParser):

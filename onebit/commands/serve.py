@@ -1,0 +1,95 @@
+"""`onebit serve [--model PATH] [--host 127.0.0.1] [--port N] [--head ...] [--kernel ...]`:
+an OpenAI-compatible HTTP server over one model (docs/serve.md).
+
+It binds to loopback unless --host says otherwise: it has no authentication, so reaching it
+from other machines is a choice to make, not a default. One model, one request at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import ipaddress
+import sys
+
+from onebit.commands.common import fail, positive
+from onebit.models.kernels import KERNELS
+from onebit.serve.heads import DEFAULT_HEAD, SERVE_HEADS
+from onebit.serve.server import LOOPBACK
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--port wants an integer, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"--port must be in [1, 65535], got {value}")
+    return value
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    parser = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
+                            description="Serve one model over /v1/completions and "
+                            "/v1/chat/completions (streamed or not), /v1/models and /health, "
+                            "speculating with a draft head; requests are served one at a time.")
+    parser.add_argument("--model", help="a GGUF file or a checkpoint directory (default: "
+                        "SmolLM2-135M-Instruct, pulled on first use)")
+    parser.add_argument("--host", default=LOOPBACK, help="the address to bind (default "
+                        f"{LOOPBACK}: this machine only; the server has no authentication)")
+    parser.add_argument("--port", type=_port, default=8000, help="the port (default 8000)")
+    parser.add_argument("--head", choices=SERVE_HEADS, default=DEFAULT_HEAD,
+                        help=f"the draft head (default {DEFAULT_HEAD}: prompt lookup; none: "
+                        "plain decode). A request's \"speculative\": false decodes plainly")
+    parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
+    parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
+                        "head's own)")
+    parser.add_argument("--kernel", choices=KERNELS, help="the products' kernel (default: "
+                        "int8 when numba is installed, as onebit generate)")
+    parser.add_argument("--log-level", default="info",
+                        choices=("critical", "error", "warning", "info", "debug"),
+                        help="uvicorn's log level (default info)")
+    return parser
+
+
+def _missing_stack() -> str | None:
+    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        return (f"{' and '.join(missing)} not installed: pip install 'onebit[serve]'")
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def main(args: argparse.Namespace) -> int:
+    missing = _missing_stack()
+    if missing:
+        return fail("serve", missing)
+    from onebit.commands.generate import load_for_text
+    from onebit.serve import Engine, create_app
+    from onebit.serve.server import serve
+
+    try:
+        model = load_for_text(args)
+        engine = Engine(model, head=args.head, draft=args.draft, k=args.k,
+                        name=args.model or "SmolLM2-135M-Instruct")
+    except (ValueError, RuntimeError, OSError) as error:
+        return fail("serve", error)
+    if not _is_loopback(args.host):
+        print(f"onebit serve: warning: binding {args.host}: anyone who can reach it can use "
+              "the model (no authentication)", file=sys.stderr)
+    print(f"onebit serve: http://{args.host}:{args.port}/v1 (head {args.head}, one request "
+          "at a time)", file=sys.stderr, flush=True)
+    try:
+        serve(create_app(engine), host=args.host, port=args.port, log_level=args.log_level)
+    except (OSError, SystemExit) as error:  # a port in use: uvicorn logs it and exits 1
+        code = getattr(error, "code", None)
+        if isinstance(error, SystemExit) and code in (0, None):
+            return 0
+        return fail("serve", f"cannot serve on {args.host}:{args.port}: {error}")
+    return 0
