@@ -6,11 +6,14 @@ its cost grows with n (on SmolLM2 here, 2 rows cost about 1.5 steps, 4 rows abou
 draft pays only if it is accepted often enough. `PolicyHead` measures both sides as it runs:
 
 - **cost**: the wall time of each round, from one `propose` to the next, keyed by the rows the
-  round sent (1 for a plain step), kept as a moving average `cost[n]`. Rows it has not yet
-  measured are priced by a prior, `cost[1] * (1 + row_cost * (n - 1))`;
+  round sent (1 for a plain step): `cost[n]` is the median of the last `COST_WINDOW` rounds of
+  that width (a median, so one stall of the machine does not price a width for long). Widths
+  it has not yet measured are priced by a prior, `cost[1] * (1 + row_cost * (n - 1))`;
 - **acceptance**: for each draft slot i, how often draft i matched the committed text given that
-  drafts 1 .. i - 1 did. Every proposal is scored against the tokens committed after it, the
-  drafts it withheld too ("shadow" scoring), so a head that stops being sent still learns.
+  drafts 1 .. i - 1 did, each older outcome weighing `DECAY` times the next one's, so the
+  estimate follows the text at hand (a run of copied text, then free prose). Every proposal is
+  scored against the tokens committed after it, the drafts it withheld too ("shadow" scoring),
+  so a head that stops being sent still learns.
 
 Each round it sends the j drafts (0 .. what the head gave) that maximise the expected tokens
 per unit of time, `E_j / cost[j + 1]`, with `E_j = 1 + sum_{i <= j} prod_{l <= i} a_l`; j = 0
@@ -28,6 +31,7 @@ deterministic for tests and proofs: with fixed `costs` nothing is timed.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -36,8 +40,11 @@ from onebit.protocols import Drafts
 
 #: the prior price of each verify row past the first, in steps, before a width is measured
 ROW_COST = 0.45
-#: weight of the newest round in a width's moving average of its cost
-COST_EMA = 0.2
+#: how many of a width's latest rounds its cost is the median of
+COST_WINDOW = 9
+#: how much each older outcome of a slot weighs against the next one (memory of about 1 / (1 -
+#: DECAY) outcomes)
+DECAY = 0.9
 #: the prior on each slot's acceptance: `PRIOR_HITS` hits in `PRIOR_TRIALS` trials
 PRIOR_HITS = 1.0
 PRIOR_TRIALS = 2.0
@@ -85,6 +92,7 @@ class PolicyHead:
 
     def _forget(self) -> None:
         self.cost = dict(self.fixed_cost)
+        self.seconds: dict[int, deque] = {}  # width -> its latest round times
         self.hits = np.zeros(self.max_k + 1)  # slot i (1-based): draft i matched, given 1 .. i-1
         self.trials = np.zeros(self.max_k + 1)
         self.sent: list[int] = []  # drafts sent per round (for the stats and tests)
@@ -180,9 +188,9 @@ class PolicyHead:
         if self.round_start is None or self.fixed:
             return
         seconds = self.clock() - self.round_start
-        rows = self.round_rows
-        old = self.cost.get(rows)
-        self.cost[rows] = seconds if old is None else old + COST_EMA * (seconds - old)
+        recent = self.seconds.setdefault(self.round_rows, deque(maxlen=COST_WINDOW))
+        recent.append(seconds)
+        self.cost[self.round_rows] = float(np.median(recent))
 
     def _score(self) -> None:
         """Score every proposal whose positions the committed text now reaches: slot by slot,
@@ -190,11 +198,13 @@ class PolicyHead:
         waiting = []
         for first, drafts, done in self.pending:
             while done < len(drafts) and first + done < len(self.text):
-                self.trials[done + 1] += 1
-                if self.text[first + done] != drafts[done]:
-                    done = len(drafts) + 1  # missed: nothing more to score
+                slot = done + 1
+                hit = self.text[first + done] == drafts[done]
+                self.trials[slot] = self.trials[slot] * DECAY + 1.0
+                self.hits[slot] = self.hits[slot] * DECAY + hit
+                if not hit:
+                    done = len(drafts) + 1  # missed: the later slots are never reached
                     break
-                self.hits[done + 1] += 1
                 done += 1
             if done < len(drafts):
                 waiting.append((first, drafts, done))

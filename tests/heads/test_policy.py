@@ -170,3 +170,29 @@ def test_two_pass_heads_are_refused():
     """The policy prices one-pass rounds; a two-pass head is refused by name."""
     with pytest.raises(ValueError, match="two-pass"):
         PolicyHead(NgramHead(two_pass=True))
+
+
+def test_acceptance_follows_the_text_at_hand():
+    """Slot outcomes decay: after forty hits in slot 1, ten misses bring its acceptance below
+    one half, so a policy that learned on copied text stops drafting soon in free prose."""
+    policy = PolicyHead(NgramHead(), costs=CHEAP)
+    policy.text = list(range(100))
+    policy.pending = [(i, [i], 0) for i in range(40)]
+    policy._score()
+    assert policy.acceptance()[1] > 0.9
+    policy.pending = [(i, [i + 1], 0) for i in range(40, 50)]
+    policy._score()
+    assert policy.acceptance()[1] < 0.5
+
+
+def test_one_stall_does_not_price_a_width():
+    """A width's cost is the median of its latest rounds: one round a hundred times slower
+    (the machine stalled) leaves cost[1] where the others put it."""
+    now = [0.0]
+    policy = PolicyHead(NgramHead(), clock=lambda: now[0])
+    policy.reset()
+    for seconds in (1.0, 1.0, 100.0, 1.0, 1.0):
+        policy.propose(0, 0, 0, None)
+        now[0] += seconds
+    policy.propose(0, 0, 0, None)
+    assert policy.cost[1] == 1.0
