@@ -1,0 +1,342 @@
+"""The served variant: any OpenAI-compatible endpoint, black-box, against the same server's
+own plain decode (docs/peers.md, "The openai arm").
+
+The plain reference is a second server (`plain_url`, sent no extension field) or the same one
+with `"speculative": false` in the request (onebit serve's switch). The arms are the two
+endpoints, `completions` and `chat`; each check compares token ids where the server returns
+them (`choices[0].token_ids`, as onebit serve and vLLM's `return_token_ids` do) and text
+where it does not. Every request is greedy (temperature 0) except S1's, and short: the whole
+table is a few dozen requests of at most 16 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+from pytest_onebit.contract.assertions import first_divergence
+from pytest_onebit.peers.openai_client import Client, ServerError, Unreachable, choice_text
+from pytest_onebit.peers.protocol import Outcome, failed, not_applicable, passed
+from pytest_onebit.peers.two_sample import TwoSamplePower, compare
+
+CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "L1-logprobs",
+          "C1-concurrent", "S1-distribution")
+TOKENS = 16
+BUDGETS = (1, 2, 3, 5)
+TOP_LOGPROBS = 3
+#: |logprob speculative - logprob plain| allowed, in nats. A base whose verify rows are the
+#: same bits as its steps (onebit's kernels are batch-invariant) measures 0; a float32 batched
+#: kernel that sums in another order differs by about 1e-6. A wrong row is off by >= 1e-2.
+TOLERANCE = 1e-4
+CONCURRENT = 3
+SAMPLED = {"temperature": 1.0, "top_k": 2, "max_tokens": 2}  # at most 2 x 2 = 4 outcomes
+SAMPLED_OUTCOMES = 4
+
+# Prompts on which prompt lookup drafts, and SmolLM2 accepts whole blocks (the first two) or
+# rejects often (the third): a fault in the acceptance or the cut shows on one or the other.
+COMPLETION_PROMPTS = ("A: hello\nB: hello\nA: hello\nB: hello\nA:",
+                      "<li>apple</li>\n<li>apple</li>\n<li>apple</li>\n<li>",
+                      "1, 2, 3, 4, 5, 6, 7, 8,")
+CHAT_PROMPTS = ("Repeat this sentence twice: the cat sat on the mat.",
+                "Count from 1 to 10, separated by commas.")
+# (prompt index, stop): each completes inside the first accepted block on SmolLM2
+COMPLETION_STOPS = ((0, "B:"), (1, "</li>"), (0, ["zzz", "\nA"]))
+CHAT_STOPS = ((0, "mat"), (1, ", 4"))
+
+
+def _ids(body: dict) -> list[int] | None:
+    ids = body["choices"][0].get("token_ids")
+    return list(ids) if isinstance(ids, list) else None
+
+
+def _text(body: dict) -> str:
+    return choice_text(body["choices"][0])
+
+
+def _logprobs(body: dict) -> list[tuple[float, list[float]]]:
+    """(chosen logprob, the alternatives' logprobs) per token, from either endpoint's shape."""
+    lp = body["choices"][0].get("logprobs") or {}
+    if "content" in lp:
+        return [(e["logprob"], [t["logprob"] for t in e.get("top_logprobs", [])])
+                for e in lp["content"] or []]
+    tops = lp.get("top_logprobs") or []
+    return [(value, sorted((tops[i] or {}).values(), reverse=True) if i < len(tops) else [])
+            for i, value in enumerate(lp.get("token_logprobs") or [])]
+
+
+def _accepted(bodies: list[dict]) -> str:
+    """What speculation did, where the server says (onebit serve's `onebit` field)."""
+    stats = [b.get("onebit") for b in bodies if isinstance(b.get("onebit"), dict)]
+    if not stats:
+        return ""
+    accepted = sum(s.get("accepted", 0) for s in stats)
+    proposed = sum(s.get("proposed", 0) for s in stats)
+    return f"; {accepted}/{proposed} drafts accepted"
+
+
+def _diverges(spec: dict, plain: dict) -> str | None:
+    """Where a speculative answer first differs from plain's: ids when both have them (the
+    text too), else the text."""
+    a, b = _ids(spec), _ids(plain)
+    if a is not None and b is not None:
+        at = first_divergence(a, b)
+        if at is not None:
+            got = a[at] if at < len(a) else "end"
+            want = b[at] if at < len(b) else "end"
+            return f"token {at}: speculative {got} vs plain {want} ({len(a)} vs {len(b)} ids)"
+    ta, tb = _text(spec), _text(plain)
+    if ta != tb:
+        at = next((i for i, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y),
+                  min(len(ta), len(tb)))
+        return f"text at character {at}: speculative {ta[at:at + 20]!r} vs plain " \
+               f"{tb[at:at + 20]!r}"
+    return None
+
+
+class OpenAIPeer:
+    """`onebit peer openai --url URL [--plain-url URL]`."""
+
+    name = "openai"
+    checks = CHECKS
+
+    def __init__(self, url: str, plain_url: str | None = None, *,
+                 arms: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None,
+                 sampled: bool = False, delta: float | None = None,
+                 timeout: float = 120.0) -> None:
+        self.client = Client(url, timeout=timeout)
+        self.plain = Client(plain_url, timeout=timeout) if plain_url else None
+        for name in only or ():
+            if name not in CHECKS:
+                raise ValueError(f"unknown openai peer check {name!r}; one of "
+                                 f"{', '.join(CHECKS)}")
+        for name in arms or ():
+            if name not in ENDPOINTS:
+                raise ValueError(f"unknown openai peer arm {name!r}; one of "
+                                 f"{', '.join(ENDPOINTS)}")
+        self.only = tuple(only) if only else CHECKS
+        self.arm_names = tuple(arms) if arms else tuple(ENDPOINTS)
+        self.sampled = sampled
+        self.power = TwoSamplePower(delta=delta or 0.5, alpha=1e-3, beta=1e-2,
+                                    outcomes=SAMPLED_OUTCOMES)
+        self.model = "?"
+
+    def unavailable(self) -> str | None:
+        try:
+            self.model = self.client.model_id()
+            if self.plain is not None:
+                self.plain.model_id()
+        except Unreachable as error:
+            return f"cannot reach the server: {error}"
+        return None
+
+    def version(self) -> str:
+        plain = self.plain.root if self.plain else "the same server, speculative: false"
+        return f"{self.model} at {self.client.root}; plain: {plain}"
+
+    def arms(self) -> list:
+        return [EndpointArm(self, name) for name in self.arm_names]
+
+
+ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+class EndpointArm:
+    def __init__(self, peer: OpenAIPeer, name: str) -> None:
+        self.peer = peer
+        self.name = name
+        self.path = ENDPOINTS[name]
+        self.prompts = COMPLETION_PROMPTS if name == "completions" else CHAT_PROMPTS
+        self.stops = COMPLETION_STOPS if name == "completions" else CHAT_STOPS
+        self.note = (f"POST {self.path}, greedy, {TOKENS} tokens, {len(self.prompts)} "
+                     f"prompts; plain: {'--plain-url' if peer.plain else 'speculative: false'}")
+        self._memo: dict[str, dict] = {}
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def body(self, prompt: str, **fields) -> dict:
+        key = "prompt" if self.name == "completions" else "messages"
+        value = prompt if key == "prompt" else [{"role": "user", "content": prompt}]
+        return {"model": self.peer.model, key: value, "temperature": 0, "max_tokens": TOKENS,
+                **fields}
+
+    def logprob_fields(self) -> dict:
+        if self.name == "completions":
+            return {"logprobs": TOP_LOGPROBS}
+        return {"logprobs": True, "top_logprobs": TOP_LOGPROBS}
+
+    def ask(self, body: dict, *, plain: bool = False, fresh: bool = False) -> dict:
+        if plain:
+            client = self.peer.plain or self.peer.client
+            if self.peer.plain is None:
+                body = {**body, "speculative": False}
+        else:
+            client = self.peer.client
+        key = json.dumps([plain, body], sort_keys=True)
+        if fresh or key not in self._memo:
+            self._memo[key] = client.post(self.path, body)
+        return self._memo[key]
+
+    def pair(self, body: dict) -> tuple[dict, dict]:
+        return self.ask(body), self.ask(body, plain=True)
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def judge(self) -> dict[str, Outcome]:
+        checks: dict[str, Callable[[], Outcome]] = {
+            "I1-text": self.text, "I1-stream": self.stream, "I9-budget": self.budget,
+            "I10-stop-string": self.stop, "L1-logprobs": self.logprobs,
+            "C1-concurrent": self.concurrent, "S1-distribution": self.distribution}
+        outcomes = {}
+        for name in self.peer.only:
+            try:
+                outcomes[name] = checks[name]()
+            except (ServerError, Unreachable) as error:
+                outcomes[name] = failed(f"the server answered {error}")
+            except (KeyError, IndexError, TypeError, ValueError) as error:
+                outcomes[name] = failed(f"an answer not in OpenAI's shape: "
+                                        f"{type(error).__name__}: {error}")
+        for name in CHECKS:
+            outcomes.setdefault(name, not_applicable("not asked (--check)"))
+        return outcomes
+
+    def text(self) -> Outcome:
+        bodies, bad = [], []
+        for i, prompt in enumerate(self.prompts):
+            spec, plain = self.pair(self.body(prompt))
+            bodies.append(spec)
+            if (where := _diverges(spec, plain)) is not None:
+                bad.append(f"prompt {i}: {where}")
+        what = "ids" if _ids(bodies[0]) is not None else "text (no token_ids returned)"
+        if bad:
+            return failed("; ".join(bad))
+        return passed(f"{len(self.prompts)} prompts, {what} equal{_accepted(bodies)}")
+
+    def stream(self) -> Outcome:
+        bad = []
+        for i, prompt in enumerate(self.prompts):
+            body = self.body(prompt)
+            whole = self.ask(body)
+            streamed = self.peer.client.stream(self.path, body)
+            if streamed.text != _text(whole):
+                bad.append(f"prompt {i}: streamed {streamed.text[:40]!r}... != non-streamed "
+                           f"{_text(whole)[:40]!r}...")
+                continue
+            if streamed.last and _ids(whole) is not None and _ids(streamed.last) is not None \
+                    and _ids(streamed.last) != _ids(whole):
+                bad.append(f"prompt {i}: streamed token_ids differ from non-streamed")
+        return failed("; ".join(bad)) if bad else passed(
+            f"{len(self.prompts)} prompts, streamed text joined equals non-streamed")
+
+    def budget(self) -> Outcome:
+        bad, bodies = [], []
+        for n in BUDGETS:
+            body = self.body(self.prompts[0], max_tokens=n)
+            spec, plain = self.pair(body)
+            bodies.append(spec)
+            made = (spec.get("usage") or {}).get("completion_tokens")
+            ids = _ids(spec)
+            finish = spec["choices"][0].get("finish_reason")
+            if ids is not None and len(ids) != n and finish == "length":
+                bad.append(f"max_tokens={n} returned {len(ids)} token ids")
+            elif made is not None and made != n and finish == "length":
+                bad.append(f"max_tokens={n}: usage.completion_tokens = {made}")
+            elif ids is not None and len(ids) > n or made is not None and made > n:
+                bad.append(f"max_tokens={n} returned {len(ids or []) or made} tokens")
+            elif (where := _diverges(spec, plain)) is not None:
+                bad.append(f"max_tokens={n}: {where}")
+        return failed("; ".join(bad)) if bad else passed(
+            f"max_tokens in {BUDGETS}: exactly that many, plain's{_accepted(bodies)}")
+
+    def stop(self) -> Outcome:
+        bad, bodies, ends = [], [], []
+        for i, stop in self.stops:
+            spec, plain = self.pair(self.body(self.prompts[i], stop=stop))
+            bodies.append(spec)
+            text = _text(spec)
+            stops = [stop] if isinstance(stop, str) else stop
+            hit = [s for s in stops if s in text]
+            if hit:
+                bad.append(f"stop {stop!r}: the text holds {hit[0]!r} and goes on to "
+                           f"{text[text.index(hit[0]):][:30]!r}")
+            elif (where := _diverges(spec, plain)) is not None:
+                bad.append(f"stop {stop!r}: {where}")
+            elif spec["choices"][0].get("finish_reason") != plain["choices"][0].get(
+                    "finish_reason"):
+                bad.append(f"stop {stop!r}: finish_reason "
+                           f"{spec['choices'][0].get('finish_reason')!r} vs plain's "
+                           f"{plain['choices'][0].get('finish_reason')!r}")
+            else:
+                ends.append(f"{stop!r} after {len(text)} chars")
+        return failed("; ".join(bad)) if bad else passed(
+            f"text ends where plain's does: {', '.join(ends)}{_accepted(bodies)}")
+
+    def logprobs(self) -> Outcome:
+        worst, bad = 0.0, []
+        for i, prompt in enumerate(self.prompts):
+            spec, plain = self.pair(self.body(prompt, **self.logprob_fields()))
+            if (where := _diverges(spec, plain)) is not None:
+                bad.append(f"prompt {i}: {where}")
+                continue
+            a, b = _logprobs(spec), _logprobs(plain)
+            if len(a) != len(b) or not a:
+                bad.append(f"prompt {i}: {len(a)} logprobs vs plain's {len(b)}")
+                continue
+            for t, ((la, ta), (lb, tb)) in enumerate(zip(a, b, strict=True)):
+                diffs = [abs(la - lb)] + [abs(x - y) for x, y in zip(ta, tb, strict=False)]
+                if len(ta) != len(tb):
+                    diffs.append(float("inf"))
+                worst = max(worst, max(diffs))
+                if max(diffs) > TOLERANCE:
+                    bad.append(f"prompt {i} token {t}: logprob {la:.6f} vs plain {lb:.6f}")
+                    break
+        if bad:
+            return failed("; ".join(bad) + f" (tolerance {TOLERANCE:g} nats)")
+        return passed(f"largest difference {worst:.2g} nats (tolerance {TOLERANCE:g}), "
+                      f"chosen token and top {TOP_LOGPROBS}")
+
+    def concurrent(self) -> Outcome:
+        prompts = self.prompts[:CONCURRENT]
+        alone = [self.ask(self.body(p)) for p in prompts]
+        together: list = [None] * len(prompts)
+        start = threading.Barrier(len(prompts))
+
+        def one(i: int) -> None:
+            start.wait()
+            try:
+                together[i] = self.ask(self.body(prompts[i]), fresh=True)
+            except (ServerError, Unreachable) as error:
+                together[i] = error
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        bad = []
+        for i, (a, b) in enumerate(zip(together, alone, strict=True)):
+            if isinstance(a, Exception):
+                bad.append(f"prompt {i}: {a}")
+            elif (where := _diverges(a, b)) is not None:
+                bad.append(f"prompt {i} concurrent vs alone: {where}")
+        return failed("; ".join(bad)) if bad else passed(
+            f"{len(prompts)} requests at once, each as alone")
+
+    def distribution(self) -> Outcome:
+        n = self.peer.power.samples
+        if not self.peer.sampled:
+            return not_applicable(f"opt-in (--sampled): {n} samples per side; the test "
+                                  f"{self.peer.power.describe()}")
+        body = self.body(self.prompts[0], **SAMPLED)
+
+        def outcome(answer: dict):
+            ids = _ids(answer)
+            return tuple(ids) if ids is not None else _text(answer)
+
+        spec = [outcome(self.ask({**body, "seed": s}, fresh=True)) for s in range(n)]
+        plain = [outcome(self.ask({**body, "seed": n + s}, plain=True, fresh=True))
+                 for s in range(n)]
+        try:
+            return passed(compare(spec, plain, self.peer.power, where="first 2 tokens"))
+        except AssertionError as error:
+            return failed(str(error))
