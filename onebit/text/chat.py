@@ -2,23 +2,33 @@
 
 A chat template is code that comes with a downloaded file, so it runs where it cannot reach
 Python objects' internals, call unsafe methods or mutate what it is given
-(`ImmutableSandboxedEnvironment`). It gets what real templates use: `messages`,
+(`ImmutableSandboxedEnvironment`), and under a render budget (template_budget.py: CPU time,
+string, list and integer sizes, memory held) so that it cannot hang the process or fill its
+memory either. It gets what transformers gives real templates: `messages`, `tools`,
 `add_generation_prompt`, `bos_token`/`eos_token`, `raise_exception(msg)`, `strftime_now(fmt)`,
-the `tojson` filter with its keyword arguments, and `{% break %}`/`{% continue %}`. Whatever goes
-wrong (a syntax error, an undefined call, a sandbox violation, the template's own
-`raise_exception`) is one `ChatTemplateError` line.
+the `tojson` filter with its keyword arguments, `{% break %}`/`{% continue %}`,
+`{% generation %}`, and trim_blocks/lstrip_blocks. Whatever goes wrong (a syntax error, an
+undefined call, a sandbox violation, a budget passed, the template's own `raise_exception`)
+is one `ChatTemplateError` line.
 """
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
+import sys
 from functools import lru_cache
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.sandbox import SecurityError
 
+from onebit.text import template_budget
 from onebit.text.errors import ChatTemplateError
+from onebit.text.template_budget import (
+    BudgetExceeded,
+    RenderBudget,
+    TemplateRaised,
+    compile_template,
+    metered,
+)
 
 MAX_TEMPLATE_CHARS = 1_000_000
 MAX_RENDERED_CHARS = 10_000_000
@@ -32,52 +42,9 @@ CHATML = (
 )
 
 
-class _TemplateRaised(Exception):
-    """What `raise_exception(...)` in a template raises; caught and reported as the template's."""
-
-
-def _raise_exception(message):
-    raise _TemplateRaised(str(message))
-
-
-def _strftime_now(fmt):
-    return datetime.now().strftime(str(fmt))
-
-
-def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    # templates print tool schemas with this; jinja2's own tojson escapes HTML, which changes
-    # the text the model was trained on
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """The immutable sandbox, with `*` and `**` checked: `'a' * 10**9` would allocate a
-    gigabyte before any output limit could see it."""
-
-    intercepted_binops = frozenset(["*", "**"])
-
-    def call_binop(self, context, operator, left, right):
-        if operator == "**" and isinstance(right, int) and abs(right) > 64:
-            raise SecurityError(f"the power {right} is too large")
-        if operator == "*":
-            sized, count = (left, right) if isinstance(right, int) else (right, left)
-            if isinstance(sized, str | list | tuple) and isinstance(count, int) \
-                    and len(sized) * count > MAX_RENDERED_CHARS:
-                raise SecurityError(f"a repetition of {len(sized)} x {count} items")
-        return super().call_binop(context, operator, left, right)
-
-
 @lru_cache(maxsize=16)
 def _compile(source: str) -> jinja2.Template:
-    # the default Undefined, not StrictUndefined: templates test `{% if tools %}` for
-    # variables a caller may not pass; calling or indexing an undefined still fails
-    env = _Sandbox(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
-    return env.from_string(source)
+    return compile_template(source)
 
 
 def check_messages(messages) -> list[dict]:
@@ -94,8 +61,17 @@ def check_messages(messages) -> list[dict]:
 
 
 def render(template: str | None, messages, *, add_generation_prompt: bool = True,
-           bos_token: str = "", eos_token: str = "", **extra) -> str:
-    """The prompt text `template` makes of `messages`; ChatML when `template` is None."""
+           bos_token: str = "", eos_token: str = "", budget: RenderBudget | None = None,
+           **extra) -> str:
+    """The prompt text `template` makes of `messages`; ChatML when `template` is None.
+
+    The render spends at most `budget` (template_budget.DEFAULT_BUDGET when None: 2 s of CPU
+    time, strings of 10 million characters, lists of a million items, 128 MiB of memory);
+    past it, a ChatTemplateError names what was refused."""
+    if budget is None:
+        budget = template_budget.DEFAULT_BUDGET
+    elif not isinstance(budget, RenderBudget):
+        raise TypeError(f"budget must be a RenderBudget, got {type(budget).__name__}")
     source = CHATML if template is None else template
     if not isinstance(source, str):
         raise ChatTemplateError(f"a chat template is text, got {type(source).__name__}")
@@ -104,11 +80,20 @@ def render(template: str | None, messages, *, add_generation_prompt: bool = True
                                 f"(limit {MAX_TEMPLATE_CHARS})")
     messages = check_messages(messages)
     try:
-        compiled = _compile(source)
-        text = _bounded(compiled.generate(
-            messages=messages, add_generation_prompt=add_generation_prompt,
-            bos_token=bos_token, eos_token=eos_token, **extra))
-    except _TemplateRaised as e:
+        with metered(budget):
+            compiled = _compile(source)
+            text = _bounded(compiled.generate(
+                messages=messages, add_generation_prompt=add_generation_prompt,
+                bos_token=bos_token, eos_token=eos_token, **extra))
+    except BudgetExceeded as e:
+        raise ChatTemplateError(f"the chat template went past its budget: {e}") from None
+    except RecursionError:
+        raise ChatTemplateError("the chat template went past its budget: it recursed too "
+                                f"deep (Python's limit, {sys.getrecursionlimit()} frames)") \
+            from None
+    except MemoryError:
+        raise ChatTemplateError("the chat template ran the process out of memory") from None
+    except TemplateRaised as e:
         raise ChatTemplateError(f"the chat template refused the messages: {e}") from None
     except SecurityError as e:
         raise ChatTemplateError(f"the chat template tried to leave its sandbox: {e}") from None
@@ -116,7 +101,7 @@ def render(template: str | None, messages, *, add_generation_prompt: bool = True
         raise ChatTemplateError(f"the chat template does not parse (line {e.lineno}): "
                                 f"{e.message}") from None
     except (jinja2.TemplateError, TypeError, ValueError, KeyError, AttributeError,
-            IndexError, ZeroDivisionError, OverflowError, RecursionError) as e:
+            IndexError, ZeroDivisionError, OverflowError) as e:
         raise ChatTemplateError(f"the chat template failed to render: "
                                 f"{type(e).__name__}: {' '.join(str(e).split())}") from None
     return text

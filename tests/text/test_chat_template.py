@@ -1,4 +1,5 @@
 """Chat templates render as the model's file says, in a sandbox, with one-line errors."""
+# ruff: noqa: E501 - the family templates below keep their lines as the families write them
 
 import pytest
 
@@ -39,9 +40,9 @@ def test_template_features():
     ("{% for %}", "does not parse"),
     ("{{ undefined_function() }}", "failed to render"),
     ("{{ 1 / 0 }}", "failed to render"),
-    ("{{ 'a' * 10**9 }}", "sandbox"),
-    ("{{ [1] * 100000000 }}", "sandbox"),
-    ("{{ 2 ** 100000000 }}", "sandbox"),
+    ("{{ 'a' * 10**9 }}", "budget: a string of 1000000000 characters"),
+    ("{{ [1] * 100000000 }}", "budget: a sequence of 100000000 items"),
+    ("{{ 2 ** 100000000 }}", "budget: the power 100000000"),
     ("{% for i in range(99999) %}{% for j in range(99999) %}xxxxxxxxxx{% endfor %}{% endfor %}",
      "rendered over"),
     ("{{ messages[5]['content'] }}", "failed to render"),
@@ -61,3 +62,183 @@ def test_bad_messages_are_named():
         render(None, [{"role": "user", "content": "a"}, {"content": "b"}])
     with pytest.raises(ChatTemplateError, match="list of dicts"):
         render(None, "hello")
+
+
+# Chat templates of real model families, written here from memory of the templates those
+# families publish (not downloaded, and trimmed where a family's template is very long): they
+# exercise what real templates do (tools through tojson, namespaces, raise_exception, slicing,
+# str methods, `{% generation %}`), for the cross-check with transformers and the timings of
+# docs/real-models.md.
+FAMILIES = {
+    "chatml-default": None,
+    "smollm2": (
+        "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+        "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+        "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|im_start|>assistant\n' }}{% endif %}"),
+    "llama3": (
+        "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+        "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] "
+        "| trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
+        "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"),
+    "mistral": (
+        "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
+        "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+        "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
+        "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+        "{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant "
+        "roles are supported!') }}{% endif %}{% endfor %}"),
+    "gemma": (
+        "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role "
+        "not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == "
+        "'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must "
+        "alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == "
+        "'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+        "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
+        "'<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}"
+        "{{'<start_of_turn>model\n'}}{% endif %}"),
+    "phi3": (
+        "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
+        "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + "
+        "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+        "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}"
+        "{% endif %}"),
+    "qwen2.5-tools": """{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\\n<tool_call>\\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' }}
+        {{- message.content }}
+        {{- '\\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}
+""",
+    "qwen3-thinking": """{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if message.role == "assistant" %}
+        {%- set content = message.content %}
+        {%- if '</think>' in content %}
+            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {{- '<|im_start|>' + message.role + '\\n<think>\\n</think>\\n\\n' + content + '<|im_end|>\\n' }}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- else %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\\n\\n</think>\\n\\n' }}
+    {%- endif %}
+{%- endif %}
+""",
+    "llama3.1-date": """{{- bos_token }}
+{%- if not date_string is defined %}
+    {%- set date_string = strftime_now("%d %b %Y") %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}
+{{- "Cutting Knowledge Date: December 2023\\n" }}
+{{- "Today Date: " + date_string + "\\n\\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
+{%- endif %}
+""",
+    "generation-block": (
+        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+        "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] + "
+        "'<|im_end|>\n' }}{% endgeneration %}{% else %}{{ message['content'] + '<|im_end|>\n' }}"
+        "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+        "{% endif %}"),
+}
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city, now",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+
+CONVERSATIONS = {
+    "one user turn": [{"role": "user", "content": "Hi there"}],
+    "system": [{"role": "system", "content": "  You are terse.  "},
+               {"role": "user", "content": "Hi <b>&</b>"}],
+    "multi-turn": [{"role": "user", "content": "Hi"},
+                   {"role": "assistant", "content": "<think>hm</think>\nHello!"},
+                   {"role": "user", "content": "Tell me a joke"},
+                   {"role": "assistant", "content": "No."},
+                   {"role": "user", "content": "Please"}],
+    "tools": [{"role": "user", "content": "Weather in Paris?"},
+              {"role": "assistant", "content": "", "tool_calls": [{
+                  "type": "function", "function": {"name": "get_weather",
+                                                   "arguments": {"city": "Paris"}}}]},
+              {"role": "tool", "content": "{\"temp\": 21}"},
+              {"role": "user", "content": "Thanks"}],
+}
