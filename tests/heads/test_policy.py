@@ -1,5 +1,9 @@
 """`PolicyHead`: the drafts it sends are chosen by measured cost and acceptance, and whatever it
-chooses, the loop's text (greedy) and distribution (sampled) are plain decoding's."""
+chooses, the loop's text (greedy) and distribution (sampled) are plain decoding's.
+
+The checks, by id (mutants/policy/ names them): P1 greedy text, P2 sampled exactness and the
+q rows cut with the drafts, P3 each round's time charged to its width, P4 acceptance scored
+against the committed text, P5 the choice itself (all drafts when they pay, none when not)."""
 
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ def toy_and_oracle():
 
 @pytest.mark.parametrize("costs", [CHEAP, DEAR], ids=["cheap", "dear"])
 @pytest.mark.parametrize("make", [perfect_head, garbage_head, half_head])
-def test_text_is_greedy_whatever_the_policy_sends(make, costs):
+def test_P1_text_is_greedy_whatever_the_policy_sends(make, costs):
     """With a perfect, an always-wrong and a half-right head, under cheap and dear batches,
     the run's tokens equal greedy decode's and the base ends where greedy leaves it."""
     base, oracle = toy_and_oracle()
@@ -45,7 +49,7 @@ def test_text_is_greedy_whatever_the_policy_sends(make, costs):
     assert base.committed == PROMPT + reference.tokens
 
 
-def test_a_perfect_head_with_cheap_batches_gets_every_draft():
+def test_P5_a_perfect_head_with_cheap_batches_gets_every_draft():
     """Cheap batches and a head that is always right: after the first rounds the policy sends
     the full k, so the run takes about N / (k + 1) passes."""
     base, oracle = toy_and_oracle()
@@ -55,7 +59,7 @@ def test_a_perfect_head_with_cheap_batches_gets_every_draft():
     assert result.stats.batches + result.stats.steps <= N // 8 + 3
 
 
-def test_a_wrong_head_with_dear_batches_is_not_sent_and_not_asked():
+def test_P5_a_wrong_head_with_dear_batches_is_not_sent_and_not_asked():
     """Dear batches and a head that is always wrong: the policy learns within a few rounds to
     send nothing (plain steps), then stops asking the head but for one probe every
     `probe_every` rounds; the acceptance it learned stays near zero."""
@@ -72,7 +76,7 @@ def test_a_wrong_head_with_dear_batches_is_not_sent_and_not_asked():
         assert asked < N // 2
 
 
-def test_withheld_drafts_are_still_scored():
+def test_P4_withheld_drafts_are_still_scored():
     """Shadow scoring: a perfect head under dear batches is sent nothing at first (the prior
     says it does not pay), yet its withheld drafts are scored against the text, so the policy
     learns it is always right and starts sending it once that pays (costs[2] below 2: a
@@ -86,7 +90,7 @@ def test_withheld_drafts_are_still_scored():
     assert policy.sent[-1] >= 1
 
 
-def test_measured_costs_follow_the_clock():
+def test_P3_measured_costs_follow_the_clock():
     """Without fixed costs, each round's width is charged the clock's time from one propose to
     the next: a clock that makes every batch of n rows take n seconds prices cost[n] = n."""
     base, oracle = toy_and_oracle()
@@ -122,7 +126,7 @@ def test_prompt_lookup_under_the_policy_on_the_real_forward(qwen3):
 @pytest.mark.parametrize("kind", ["same", "blend", "spread"])
 @pytest.mark.parametrize("costs", [CHEAP, {1: 1.0, 2: 1.2, 3: 1.9, 4: 2.9}],
                          ids=["cheap", "steep"])
-def test_sampled_distribution_is_exact_under_the_policy(kind, costs):
+def test_P2_sampled_distribution_is_exact_under_the_policy(kind, costs):
     """A sampled run through the policy (which cuts each round's Drafts, tokens and q rows
     together, to a length chosen from what it has scored so far) has plain sampling's exact
     distribution, enumerated over every rng answer."""
@@ -134,7 +138,7 @@ def test_sampled_distribution_is_exact_under_the_policy(kind, costs):
     assert_distribution_equivalent(d, want, atol=1e-12)
 
 
-def test_drafts_are_cut_with_their_q_rows():
+def test_P2_drafts_are_cut_with_their_q_rows():
     """A `Drafts` answer is cut to the chosen length in tokens and q rows alike."""
 
     class Fixed:
@@ -172,7 +176,7 @@ def test_two_pass_heads_are_refused():
         PolicyHead(NgramHead(two_pass=True))
 
 
-def test_acceptance_follows_the_text_at_hand():
+def test_P4_acceptance_follows_the_text_at_hand():
     """Slot outcomes decay: after forty hits in slot 1, ten misses bring its acceptance below
     one half, so a policy that learned on copied text stops drafting soon in free prose."""
     policy = PolicyHead(NgramHead(), costs=CHEAP)
@@ -185,7 +189,7 @@ def test_acceptance_follows_the_text_at_hand():
     assert policy.acceptance()[1] < 0.5
 
 
-def test_one_stall_does_not_price_a_width():
+def test_P3_one_stall_does_not_price_a_width():
     """A width's cost is the median of its latest rounds: one round a hundred times slower
     (the machine stalled) leaves cost[1] where the others put it."""
     now = [0.0]
