@@ -1,0 +1,116 @@
+"""`onebit peer openai` against real servers: onebit serve on SmolLM2 in a thread on a free
+127.0.0.1 port, clean and with each planted fault (pytest_onebit.peers.openai_plants). The
+clean server passes every check (exit 0); each plant fails the check made for it (exit 1,
+naming it); a server that is not there is exit 2 with the reason."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from onebit.cli import main
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from onebit.hub import skip_unless_cached
+    from onebit.text.load import load_text_model
+
+    skip_unless_cached("smollm2")
+    return load_text_model(None, kernel="int8")
+
+
+def serving(engine):
+    from onebit.serve import create_app
+    from onebit.serve.server import ServerThread
+
+    return ServerThread(create_app(engine))
+
+
+def peer(capsys, url: str, *extra: str) -> tuple[int, dict]:
+    status = main(["peer", "openai", "--url", url, "--format", "json", *extra])
+    return status, json.loads(capsys.readouterr().out)
+
+
+def test_clean_server_passes_every_check(smollm2, capsys):
+    """onebit serve with prompt lookup equals its own plain decode on every check, both
+    endpoints (S1 is opt-in and not applicable without --sampled): exit 0."""
+    from onebit.serve import Engine
+
+    with serving(Engine(smollm2)) as server:
+        status, report = peer(capsys, server.url)
+    assert status == 0, report
+    for check, cell in report["checks"].items():
+        want = "not applicable" if check == "S1-distribution" else "passed"
+        assert cell["status"] == want, (check, cell)
+    # speculation really ran: drafts were accepted on the text the checks compare
+    assert "drafts accepted" in report["checks"]["I1-text"]["arms"]["completions"]["detail"]
+
+
+@pytest.mark.parametrize("plant", ["stop-in-block", "stop-uncut", "budget", "logprobs",
+                                   "accept-one-more"])
+def test_each_planted_fault_fails_its_check(smollm2, capsys, plant):
+    """A server with one planted fault fails the check made to catch it (exit 1, the check
+    named failed in the report and on the closing line). Only that check runs, on the
+    completions endpoint, to keep the test short; the clean run above passes it."""
+    from pytest_onebit.peers.openai_plants import PLANTS
+
+    engine_class, check = PLANTS[plant]
+    with serving(engine_class(smollm2)) as server:
+        status, report = peer(capsys, server.url, "--check", check, "--arm", "completions")
+    cell = report["checks"][check]
+    assert status == 1, report
+    assert cell["status"] == "failed", cell
+    assert cell["arms"]["completions"]["detail"], cell
+
+
+def test_a_plant_declared_as_expected_is_xfail_not_failed(smollm2, capsys):
+    """`--expect-fail CHECK=REASON` works for the served peer as for the others: the planted
+    budget overshoot declared is reported xfail, and the run exits 0."""
+    from pytest_onebit.peers.openai_plants import BudgetEngine
+
+    with serving(BudgetEngine(smollm2)) as server:
+        status, report = peer(capsys, server.url, "--check", "I9-budget", "--arm",
+                              "completions", "--expect-fail", "I9-budget=planted overshoot")
+    assert report["checks"]["I9-budget"]["status"] == "xfail"
+    assert status == 0, report
+
+
+def test_unreachable_server_is_exit_2_with_the_reason(capsys):
+    """Nothing listening at the URL: exit 2, and stderr says it could not reach it and why."""
+    with socket.socket() as probe:  # a port that was free a moment ago, now closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    status = main(["peer", "openai", "--url", f"http://127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "cannot reach the server" in err and str(port) in err
+
+
+def test_openai_options_are_checked(capsys):
+    """--url is required with openai and refused elsewhere; an unknown --check is bad input
+    naming the known ones."""
+    assert main(["peer", "openai"]) == 2
+    assert "needs --url" in capsys.readouterr().err
+    assert main(["peer", "llama_cpp", "--url", "http://127.0.0.1:1"]) == 2
+    assert "for the openai peer" in capsys.readouterr().err
+    assert main(["peer", "openai", "--url", "http://127.0.0.1:1", "--check", "I99"]) == 2
+    assert "unknown openai peer check 'I99'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sampled_distribution_matches_plain(smollm2, capsys):
+    """S1 (opt-in): the first two sampled tokens (temperature 1, top-k 2) with speculation
+    are distributed as plain sampling's, by the two-sample test at its stated power."""
+    from onebit.serve import Engine
+
+    with serving(Engine(smollm2)) as server:
+        status, report = peer(capsys, server.url, "--check", "S1-distribution", "--arm",
+                              "completions", "--sampled")
+    assert status == 0, report
+    assert report["checks"]["S1-distribution"]["status"] == "passed"
