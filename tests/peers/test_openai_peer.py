@@ -69,6 +69,7 @@ def test_each_planted_fault_fails_its_check(smollm2, capsys, plant):
     assert cell["arms"]["completions"]["detail"], cell
 
 
+@pytest.mark.slow  # a second budget-plant server: the same requests as its case above
 def test_a_plant_declared_as_expected_is_xfail_not_failed(smollm2, capsys):
     """`--expect-fail CHECK=REASON` works for the served peer as for the others: the planted
     budget overshoot declared is reported xfail, and the run exits 0."""
