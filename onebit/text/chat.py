@@ -100,8 +100,10 @@ def render(template: str | None, messages, *, add_generation_prompt: bool = True
     except jinja2.TemplateSyntaxError as e:
         raise ChatTemplateError(f"the chat template does not parse (line {e.lineno}): "
                                 f"{e.message}") from None
+    # AssertionError: jinja2's own filters assert on their arguments (truncate's end longer
+    # than its length)
     except (jinja2.TemplateError, TypeError, ValueError, KeyError, AttributeError,
-            IndexError, ZeroDivisionError, OverflowError) as e:
+            IndexError, ZeroDivisionError, OverflowError, AssertionError) as e:
         raise ChatTemplateError(f"the chat template failed to render: "
                                 f"{type(e).__name__}: {' '.join(str(e).split())}") from None
     return text

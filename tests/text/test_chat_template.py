@@ -242,3 +242,38 @@ CONVERSATIONS = {
               {"role": "tool", "content": "{\"temp\": 21}"},
               {"role": "user", "content": "Thanks"}],
 }
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_families_render_as_transformers_renders_them(family):
+    """Each family template, on a system turn, a multi-turn chat and a tool call, with and
+    without the generation prompt, renders to the text transformers' own chat-template
+    renderer gives (or both refuse the conversation: Mistral and Gemma take no system or tool
+    turn). Proves onebit's sandbox gives templates what transformers' does: trim_blocks,
+    lstrip_blocks, loop controls, `{% generation %}`, tojson, raise_exception, strftime_now,
+    namespace, `tools`."""
+    utils = pytest.importorskip("transformers.utils.chat_template_utils",
+                                reason="transformers is not installed (the `peer` extra)")
+    from onebit.text.chat import CHATML
+
+    template = FAMILIES[family]
+    for name, messages in CONVERSATIONS.items():
+        tools = TOOLS if name == "tools" else None
+        for add_generation_prompt in (True, False):
+            kwargs = dict(add_generation_prompt=add_generation_prompt, bos_token="<s>",
+                          eos_token="</s>")
+            try:
+                ours = render(template, messages, tools=tools, **kwargs)
+            except ChatTemplateError as error:
+                ours = error
+            try:
+                theirs = utils.render_jinja_template(
+                    [messages], tools=tools, chat_template=template or CHATML, **kwargs)[0][0]
+            except Exception as error:  # noqa: BLE001 - transformers raises jinja2's own
+                theirs = error
+            case = (family, name, add_generation_prompt)
+            if isinstance(theirs, Exception):
+                assert isinstance(ours, ChatTemplateError), (case, ours, theirs)
+                assert str(theirs) in str(ours), case
+            else:
+                assert ours == theirs, case
