@@ -33,6 +33,7 @@ import re
 import sys
 import threading
 import time
+import tracemalloc
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -89,7 +90,11 @@ class BudgetExceeded(Exception):
 
 
 def _rss() -> int | None:
-    """The process's resident memory in bytes, or None where it cannot be read."""
+    """The process's resident memory in bytes, or None where it cannot be read. While
+    tracemalloc traces, its count of live Python memory instead: exact, where resident memory
+    misses what the process had freed earlier and now reuses."""
+    if tracemalloc.is_tracing():
+        return tracemalloc.get_traced_memory()[0]
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -58,7 +58,11 @@ PIECES = ["{{ ", " }}", "{% ", " %}", "messages", "[0]", "['content']", ".__clas
           ".__mro__", ".__subclasses__()", ".__globals__", "raise_exception('x')", "| tojson",
           "(", ")", "for m in messages", "endfor", "if", "endif", "range(10**9)", "'a' * 10**9",
           "lipsum", "cycler", "joiner", "namespace()", ".append(1)", ".update({})", "self",
-          "loop.index", "1/0", "strftime_now('%Y')", "add_generation_prompt", "bos_token"]
+          "loop.index", "1/0", "strftime_now('%Y')", "add_generation_prompt", "bos_token",
+          # what the render budget refuses (tests/fuzz/test_fuzz_templates.py composes them)
+          " ~ ", "| center(10**9)", "| batch(10**9, 'x')", "lipsum(10**9)", ".ljust(10**9)",
+          "{% generation %}", "{% endgeneration %}", "{% macro f() %}{{ f() }}{% endmacro %}",
+          "f()", "| truncate(1, end='xx')"]
 
 
 @fuzz_settings(quick=80)

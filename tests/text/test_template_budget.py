@@ -50,6 +50,10 @@ def refused(template: str, says: str, *, peak_mib: int = 64, budget=BUDGET) -> s
 
 @pytest.mark.parametrize("template", [
     "{% for i in range(10**5) %}{% for j in range(10**5) %}{% endfor %}{% endfor %}",
+    # the iterables built once, outside: nothing in the loops but the iteration itself
+    "{% set r = range(10**5) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}",
+    "{% set r = 'x' * 1000 %}{% for i in r %}{% for j in r %}{% for k in r %}{% endfor %}"
+    "{% endfor %}{% endfor %}",
     # loops over a list of messages, not a range: each iteration is checked wherever from
     "{% for a in messages * 1000 %}{% for b in messages * 1000 %}{% for c in messages * 1000 %}"
     "{% endfor %}{% endfor %}{% endfor %}",
@@ -191,6 +195,27 @@ def test_many_distinct_values_stop_at_the_memory_bound(template):
     on resident memory: what the process freed earlier and reuses is not growth, so
     tracemalloc may count up to a few times max_bytes here.)"""
     refused(template, r"the template held \d+ MiB of values \(bound 48 MiB\)", peak_mib=200)
+
+
+def test_memory_held_is_bounded_in_resident_memory():
+    """Without tracemalloc, in a fresh process, the same attack under the default budget
+    stops with the process's peak resident memory grown by under 128 MiB plus a window."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "from onebit.text.chat import render\n"
+        "from onebit.text import ChatTemplateError\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "t = \"{% set ns = namespace(s='x' * 1000000, l=[]) %}{% for i in range(10000) %}"
+        "{% set ns.l = ns.l + [ns.s ~ i] %}{% endfor %}\"\n"
+        "try:\n    render(t, [])\nexcept ChatTemplateError as e:\n    print(e)\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    assert "the template held" in out[0] and "(bound 128 MiB)" in out[0], out
+    assert int(out[1]) < 128 + 64, out
 
 
 def test_real_templates_render_within_a_tight_budget():
