@@ -7,8 +7,6 @@ against the committed text, P5 the choice itself (all drafts when they pay, none
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -70,10 +68,8 @@ def test_P5_a_wrong_head_with_dear_batches_is_not_sent_and_not_asked():
     assert result.stats.steps >= N - 6
     assert all(sent == 0 for sent in policy.sent[6:])
     assert result.stats.drafts_asked == len(policy.sent)  # the loop asked every round...
-    asked = len(head.proposals) if hasattr(head, "proposals") else None
     assert policy.acceptance()[1] < 0.2
-    if asked is not None:  # ...and the policy passed few of them on
-        assert asked < N // 2
+    assert len(head.proposals) < N // 2  # ...and the policy passed few of them on
 
 
 def test_P4_withheld_drafts_are_still_scored():
@@ -93,8 +89,7 @@ def test_P4_withheld_drafts_are_still_scored():
 def test_P3_measured_costs_follow_the_clock():
     """Without fixed costs, each round's width is charged the clock's time from one propose to
     the next: a clock that makes every batch of n rows take n seconds prices cost[n] = n."""
-    base, oracle = toy_and_oracle()
-    ticks = itertools.count()
+    _, oracle = toy_and_oracle()
     now = [0.0]
 
     class Timed(ToyBase):
@@ -107,7 +102,7 @@ def test_P3_measured_costs_follow_the_clock():
             return super().verify(tokens, pos)
 
     base = Timed()
-    policy = PolicyHead(half_head(oracle), clock=lambda: now[0] + 0 * next(ticks))
+    policy = PolicyHead(half_head(oracle), clock=lambda: now[0])
     onebit.run(base, policy, PROMPT, max_tokens=N, k=7)
     assert policy.cost[1] == pytest.approx(1.0)
     for rows, cost in policy.cost.items():
