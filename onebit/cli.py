@@ -8,7 +8,7 @@ import importlib
 import sys
 
 COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep", "peer", "pull",
-            "generate", "chat", "serve")
+            "generate", "chat", "serve", "train-head")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"onebit.commands.{name}")
+        module = importlib.import_module(f"onebit.commands.{name.replace('-', '_')}")
         module.add_parser(sub).set_defaults(_main=module.main)
     return parser
 

@@ -14,7 +14,7 @@ from onebit.commands.common import fail, positive, quiet_stdout
 from onebit.commands.compile_notice import watching_compiles
 from onebit.models.kernels import KERNELS, numba_available
 
-HEADS = ("none", "auto", "ngram", "mtp", "dflash")
+HEADS = ("none", "auto", "trained", "ngram", "mtp", "dflash")
 MAX_PROMPT_FILE = 16 << 20
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onebit.backends import Backend, make_backend
+from onebit.models.blocks import BlockWeight
 from onebit.models.errors import ModelInputError
 from onebit.models.weights import WeightStore
 
@@ -212,12 +213,57 @@ class DecoderBase:
         self._taps = tuple(ids)
         self._tapped = []
 
+    @property
+    def layer_taps(self) -> tuple[int, ...]:
+        """The layers whose outputs are recorded (`set_layer_taps`)."""
+        return self._taps
+
     def tapped_rows(self) -> np.ndarray:
         """`[T, len(taps), H]`: the tapped layers' outputs for each token committed since the
         taps were set (or the last reset), in order."""
         if not self._tapped:
             return np.zeros((0, len(self._taps), self.config.hidden_size), self.dtype)
         return np.stack(self._tapped)
+
+    def tapped_tail(self, n: int) -> np.ndarray:
+        """`[n, len(taps), H]`: the tapped rows of the last `n` committed tokens (a head that
+        reads only the newest rows need not stack them all, as `tapped_rows` does)."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= len(self._tapped):
+            raise ModelInputError(f"tapped_tail({n!r}): {len(self._tapped)} tokens have tapped "
+                                  "rows")
+        if n == 0:
+            return np.zeros((0, len(self._taps), self.config.hidden_size), self.dtype)
+        return np.stack(self._tapped[-n:])
+
+    def lm_head_subset(self, token_ids: Sequence[int]):
+        """A product `f(rows [R, H]) -> [R, len(token_ids)]`: the lm_head's scores of these
+        tokens only, in their order, through the same kernel as the forward's lm_head (its
+        block rows gathered once, here) and `finish_logits`. A draft head with a reduced
+        vocabulary scores through it."""
+        ids = np.asarray(token_ids)
+        if (ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu"
+                or ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise ModelInputError(f"lm_head_subset needs a non-empty list of token ids in "
+                                  f"[0, {self.vocab_size})")
+        weight = self._weight(LM_HEAD)
+        if isinstance(weight, BlockWeight):
+            from onebit.models import int8_kernel
+
+            rows_of = BlockWeight(weight.kind, (int(ids.size), weight.shape[1]),
+                                  np.ascontiguousarray(weight.codes[ids]),
+                                  np.ascontiguousarray(weight.d[ids]),
+                                  np.ascontiguousarray(weight.m[ids]) if weight.m.size
+                                  else weight.m[: ids.size])
+
+            def product(rows):
+                return self.finish_logits(int8_kernel.block_rows(rows_of, rows))
+        else:
+            dense = np.ascontiguousarray(self.weights.get(self.weights.lm_head_name())[ids].T,
+                                         dtype=self.dtype)
+
+            def product(rows):
+                return self.finish_logits(np.asarray(rows, self.dtype) @ dense)
+        return product
 
     # -- checks ----------------------------------------------------------------------------------
 

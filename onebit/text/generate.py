@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from onebit.text.chat import check_messages, render
 from onebit.text.errors import PromptError
 
-HEAD_NAMES = ("none", "auto", "ngram", "mtp", "dflash")
-# "auto": prompt lookup under the cost policy (onebit.heads.policy), one per model, so what it
-# measured of the model's verify cost and of its acceptance carries over from call to call
+HEAD_NAMES = ("none", "auto", "trained", "ngram", "mtp", "dflash")
+# "auto": the model's trained head (onebit train-head) when it has one, else prompt lookup,
+# under the cost policy (onebit.heads.policy), one per model, so what it measured of the
+# model's verify cost and of its acceptance carries over from call to call
 _POLICIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -74,15 +75,26 @@ def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None) -> 
 
 
 def resolve_head(head, model, *, k: int | None, draft=None):
-    """`head` as a DraftHead (None, "none", "auto", "ngram", "mtp", "dflash", or a head
-    object), and the k to draft with. "auto" is prompt lookup under `PolicyHead`, which sends
-    each round only the drafts that pay on this model and plain steps otherwise."""
+    """`head` as a DraftHead (None, "none", "auto", "trained", "ngram", "mtp", "dflash", or a
+    head object), and the k to draft with. "auto" is the model's trained head when
+    `onebit train-head` made one for its file, else prompt lookup, under `PolicyHead`, which
+    sends each round only the drafts that pay on this model and plain steps otherwise.
+    "trained" is the trained head alone (a `DraftError` when there is none)."""
     from onebit.tools.inputs import make_head, natural_k
 
     if head is None or head == "none":
         return None, k or 1
     if head == "auto":
-        return auto_head(model), k or 7
+        policy = auto_head(model)
+        return policy, k or policy.max_k
+    if head == "trained":
+        trained = trained_head(model, k=k)
+        if trained is None:
+            from onebit.heads.errors import DraftError
+
+            raise DraftError(f"no trained head for {_file_name(model)}: make one with "
+                             "`onebit train-head` (or pick another --head)")
+        return trained, k or trained.k
     if isinstance(head, str):
         if head not in HEAD_NAMES:
             raise ValueError(f"head must be one of {HEAD_NAMES} or a DraftHead, got {head!r}")
@@ -91,17 +103,44 @@ def resolve_head(head, model, *, k: int | None, draft=None):
     return head, k or natural_k(head)
 
 
+def _file_name(model) -> str:
+    path = getattr(model, "source_path", None)
+    return path.name if path is not None else type(model).__name__
+
+
+def trained_head(model, *, k: int | None = None):
+    """The `EagleHead` that `onebit train-head` saved for the model's file, or None when
+    there is none (or the model does not know its file). A head for another file is never
+    found: the directory is named by the file's sha256, which loading checks again."""
+    from onebit.heads.eagle import CONFIG_FILE, cached_head_dir, load_head
+
+    path = getattr(model, "source_path", None)
+    if path is None or not path.is_file():
+        return None
+    folder = cached_head_dir(path)
+    if not (folder / CONFIG_FILE).is_file():
+        return None
+    return load_head(folder, model, base_path=path, k=k)
+
+
 def auto_head(model):
-    """The model's policy head over prompt lookup, made once per model and kept with it."""
+    """The model's policy head, over its trained head or else prompt lookup, made once per
+    model and kept with it."""
     from onebit.heads import NgramHead
     from onebit.heads.policy import PolicyHead
+
+    def make():
+        trained = trained_head(model)
+        if trained is not None:
+            return PolicyHead(trained, max_k=trained.k)
+        return PolicyHead(NgramHead(n=3, k=8))
 
     try:
         policy = _POLICIES.get(model)
     except TypeError:  # a model that cannot be weakly referenced: a fresh policy each call
-        return PolicyHead(NgramHead(n=3, k=8))
+        return make()
     if policy is None:
-        policy = _POLICIES[model] = PolicyHead(NgramHead(n=3, k=8))
+        policy = _POLICIES[model] = make()
     return policy
 
 

@@ -28,11 +28,14 @@ def attach_tokenizer(model, path: str | Path):
 
 def load_text_model(path: str | Path | None, *, progress: bool = True, **options):
     """The model at `path` with its tokenizer, or with `path` None the default model
-    (SmolLM2), pulled into the cache on first use."""
+    (SmolLM2), pulled into the cache on first use. The model remembers its file
+    (`source_path`): a trained draft head is found, and checked, by the file's sha256."""
     import onebit
 
     if path is None:
         from onebit.hub import model_path
 
         path = model_path(pull=True, progress=progress)
-    return attach_tokenizer(onebit.load_model(path, **options), path)
+    model = attach_tokenizer(onebit.load_model(path, **options), path)
+    model.source_path = Path(path)
+    return model

@@ -1,0 +1,141 @@
+"""The prompts a draft head is trained on: ordinary chat requests of many kinds, written here.
+
+A head learns what its base answers, so the prompts only have to look like what users ask:
+advice, explanations, code, lists, emails, dialogue, summaries, translation, rewriting and
+questions of fact. They are made by crossing request forms with subjects, then shuffled with a
+fixed seed, so the set is the same on every machine and large enough that no subject repeats
+often. None of them is a prompt of benchmarks/ (the benchmark measures text the head never saw).
+"""
+
+from __future__ import annotations
+
+import random
+
+ADVICE = [
+    "Give me some tips for {}.", "How can I get better at {}?", "What should I know before {}?",
+    "I am struggling with {}. Any advice?", "What are common mistakes people make when {}?",
+]
+ADVICE_SUBJECTS = [
+    "saving money each month", "running my first 10k race", "keeping houseplants alive",
+    "studying for a math exam", "public speaking", "cooking for a large family",
+    "starting a vegetable garden", "working from home", "learning to play the guitar",
+    "travelling on a small budget", "writing a cover letter", "training a new puppy",
+    "organizing a small kitchen", "reading more books", "negotiating a salary",
+    "making friends in a new city", "taking better photos with a phone", "drinking more water",
+    "preparing for a job interview", "moving to a new apartment", "learning to swim as an adult",
+    "keeping a journal", "planning a birthday party", "reducing screen time",
+]
+EXPLAIN = [
+    "Explain {} in simple terms.", "How does {} work?", "Can you describe {} to a beginner?",
+    "What is {}, and why does it matter?", "Give a short explanation of {}.",
+]
+EXPLAIN_SUBJECTS = [
+    "photosynthesis", "a rainbow", "inflation", "the water cycle", "how vaccines work",
+    "a black hole", "the stock market", "compound interest", "how airplanes fly",
+    "the greenhouse effect", "how a bicycle stays upright", "DNA", "electric cars",
+    "the immune system", "plate tectonics", "a solar eclipse", "how the internet works",
+    "gravity", "supply and demand", "how bread rises", "the moon's phases", "volcanoes",
+    "recycling", "a computer's memory", "ocean tides", "how batteries store energy",
+    "why leaves change colour in autumn", "earthquakes", "how a microwave oven heats food",
+]
+CODE = [
+    "Write a Python function that {}.", "Write a short JavaScript function that {}.",
+    "Write a Python function that {}, and show an example call.",
+]
+CODE_SUBJECTS = [
+    "reverses a string", "counts the vowels in a sentence", "finds the largest number in a list",
+    "removes duplicates from a list", "reads a text file line by line",
+    "checks whether a word is a palindrome", "computes the factorial of a number",
+    "sorts a list of names alphabetically", "converts Celsius to Fahrenheit",
+    "returns the Fibonacci numbers up to n", "merges two dictionaries",
+    "counts how often each word appears", "checks whether a year is a leap year",
+    "flattens a nested list", "validates an email address", "sums the digits of a number",
+    "finds the average of a list of numbers", "capitalizes every word in a string",
+]
+LISTS = [
+    "List {} {}.", "Name {} {}.", "What are {} {}?", "Give me a list of {} {}.",
+]
+LIST_SUBJECTS = [
+    "healthy breakfast ideas", "fun things to do on a rainy day", "famous scientists",
+    "ways to reduce stress", "good habits for students", "animals that live in the desert",
+    "board games for families", "vegetables that grow quickly", "ways to save energy at home",
+    "questions to ask in an interview", "classic novels worth reading", "hobbies to try",
+    "tips for a long car trip", "easy dinner recipes", "benefits of regular exercise",
+    "reasons to learn a second language", "things to see in Paris", "uses for baking soda",
+]
+WRITE = [
+    "Write a short email {}.", "Write a polite message {}.", "Draft a brief note {}.",
+]
+WRITE_SUBJECTS = [
+    "thanking a colleague for their help", "asking a landlord to fix a leaking tap",
+    "inviting friends to a picnic on Saturday", "apologizing for missing a meeting",
+    "asking a teacher for an extension on an essay", "congratulating a friend on a new job",
+    "requesting a refund for a broken toaster", "telling my team about a schedule change",
+    "welcoming a new neighbour", "confirming a dentist appointment",
+]
+DIALOGUE = [
+    "Write a short dialogue between {} and {} about {}.",
+]
+PEOPLE = ["a teacher", "a student", "a doctor", "a chef", "a customer", "a shop owner",
+          "two friends", "a grandmother", "a child", "a robot"]
+TOPICS = ["the weather", "a lost umbrella", "homework", "a new recipe", "a trip to the zoo",
+          "a broken phone", "the first day of school", "a birthday present", "a football match"]
+SUMMARY = [
+    "Summarize the story of {} in a few sentences.", "Tell me briefly what happens in {}.",
+    "Give a one-paragraph summary of {}.",
+]
+STORIES = [
+    "Cinderella", "Little Red Riding Hood", "the Odyssey", "Hamlet", "The Tortoise and the Hare",
+    "Snow White", "Jack and the Beanstalk", "The Three Little Pigs", "Robinson Crusoe",
+    "Alice in Wonderland", "Pinocchio", "The Wizard of Oz", "Treasure Island", "Peter Pan",
+]
+TRANSLATE = [
+    "Translate into French: {}", "Translate into Spanish: {}", "Translate into German: {}",
+    "How do you say this in Italian? {}",
+]
+SENTENCES = [
+    "Where is the train station?", "I would like a cup of coffee, please.",
+    "The weather is beautiful today.", "My brother lives in a small town near the sea.",
+    "Can you help me find my keys?", "We are going to the market tomorrow morning.",
+    "This book is very interesting.", "What time does the museum open?",
+    "I have been learning to cook for two years.", "Thank you for the lovely dinner.",
+]
+REWRITE = [
+    "Rewrite this sentence to sound more formal: {}", "Make this sentence simpler: {}",
+    "Correct the grammar in this sentence: {}",
+]
+ROUGH = [
+    "me and him goes to the shop yesterday", "the meeting it was very long and boring",
+    "i has finished the report but it need checking", "can u send me the files asap",
+    "this product are the best one we ever made", "she dont like waking up early",
+]
+FACTS = [
+    "Why is the ocean salty?", "Why do cats purr?", "How far away is the Sun?",
+    "Why do we have seasons?", "What makes thunder?", "Why do onions make us cry?",
+    "How do bees make honey?", "What causes hiccups?", "Why do stars twinkle?",
+    "How many bones are in the human body?", "Why do birds migrate?",
+    "What is the tallest mountain in the world?", "How do fish breathe underwater?",
+    "Why do we dream?", "What is the difference between a virus and a bacterium?",
+]
+COUNTS = ["three", "four", "five", "six", "seven"]
+
+
+def chat_prompts(seed: int = 0) -> list[str]:
+    """Every training prompt, shuffled by `seed` (the same list for the same seed)."""
+    prompts: list[str] = []
+    prompts += [f.format(s) for f in ADVICE for s in ADVICE_SUBJECTS]
+    prompts += [f.format(s) for f in EXPLAIN for s in EXPLAIN_SUBJECTS]
+    prompts += [f.format(s) for f in CODE for s in CODE_SUBJECTS]
+    prompts += [f.format(n, s) for f in LISTS for s in LIST_SUBJECTS
+                for n in COUNTS[(len(s) % 3):][:2]]
+    prompts += [f.format(s) for f in WRITE for s in WRITE_SUBJECTS]
+    prompts += [DIALOGUE[0].format(a, b, t) for i, (a, t) in enumerate(
+        (a, t) for a in PEOPLE for t in TOPICS) for b in [PEOPLE[(i * 3 + 1) % len(PEOPLE)]]
+        if a != b]
+    prompts += [f.format(s) for f in SUMMARY for s in STORIES]
+    prompts += [f.format(s) for f in TRANSLATE for s in SENTENCES]
+    prompts += [f.format(s) for f in REWRITE for s in ROUGH]
+    prompts += FACTS
+    unique = sorted(set(prompts))
+    random.Random(seed).shuffle(unique)
+    return unique
