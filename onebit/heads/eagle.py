@@ -426,7 +426,7 @@ def fabricate_eagle(path: str | Path, base: object, *, intermediate: int = 64,
                     draft_vocab: int | None = None, seed: int = 0,
                     base_sha256: str = "0" * 64) -> Path:
     """A head of random weights for `base` (a fabricated target in tests): the right shapes,
-    no skill. `draft_vocab` (default: the whole vocabulary) takes the first ids."""
+    no skill. `draft_vocab` (default: the whole vocabulary) ids are drawn at random."""
     rng = np.random.default_rng(seed)
     h, v = int(base.hidden_size), int(base.vocab_size)  # type: ignore[attr-defined]
     layers = int(base.layer_count)  # type: ignore[attr-defined]
@@ -438,5 +438,6 @@ def fabricate_eagle(path: str | Path, base: object, *, intermediate: int = 64,
     tensors = {name: (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
                for name, shape in shapes.items() if name not in ("d2t", "out_norm")}
     tensors["out_norm"] = np.ones(h, np.float32)
-    tensors["d2t"] = np.arange(d, dtype=np.int64)
+    # a draft vocabulary that is not a prefix of the base's, as a trained one is not
+    tensors["d2t"] = np.sort(rng.choice(v, size=d, replace=False)).astype(np.int64)
     return save_eagle(path, config, tensors)
