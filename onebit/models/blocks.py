@@ -40,6 +40,33 @@ def is_block_kind(kind: str) -> bool:
     return kind in KINDS
 
 
+# The integer kernel's vector loads (64 bytes of activations, a block pair's codes) start at
+# multiples of 32 or 64 bytes from an array's start: an array that starts on a cache line makes
+# none of them cross one (a load across two lines costs about two). numpy and numba start
+# arrays on 16 or 32 bytes.
+ALIGN = 64
+
+
+def aligned_empty(shape: int | tuple[int, ...], dtype) -> np.ndarray:
+    """`np.empty(shape, dtype)` starting at a multiple of ALIGN bytes (a view of a slightly
+    larger buffer)."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape))
+    buf = np.empty(size * dtype.itemsize + ALIGN, np.uint8)
+    start = -buf.ctypes.data % ALIGN
+    return buf[start:start + size * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def aligned(a: np.ndarray) -> np.ndarray:
+    """`a` C-contiguous and starting at a multiple of ALIGN bytes: `a` itself when it already
+    is, else a copy (the same values)."""
+    if a.flags.c_contiguous and a.ctypes.data % ALIGN == 0:
+        return a
+    out = aligned_empty(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
 def row_bytes(kind: str, n_in: int) -> int:
     return n_in // BLOCK * KINDS[kind][1]
 
@@ -150,6 +177,10 @@ class BlockWeight:
     m: np.ndarray
     # the backend hands a prepared weight with `packed` set to its product as it is
     packed = True
+
+    def __post_init__(self) -> None:
+        # the codes start on a cache line (ALIGN), so no block pair's load crosses one
+        object.__setattr__(self, "codes", aligned(self.codes))
 
     @classmethod
     def from_stored(cls, data: np.ndarray, kind: str, shape: tuple[int, int]) -> BlockWeight:

@@ -40,7 +40,7 @@ from collections.abc import Callable
 import numpy as np
 
 from onebit.models import int8_kernel, kernel_cache, kernels
-from onebit.models.blocks import BlockWeight
+from onebit.models.blocks import ALIGN, BlockWeight, aligned
 
 _compiled: dict[object, Callable] = {}
 
@@ -62,7 +62,7 @@ def _stacked(parts: list[BlockWeight]) -> BlockWeight:
 
 def _layer_stack(weights: list[BlockWeight]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`(codes [L, out, bytes], d [L, out, nb], m [L, out, nb or 0])` of one weight per layer."""
-    return (np.ascontiguousarray(np.stack([w.codes for w in weights])),
+    return (aligned(np.stack([w.codes for w in weights])),  # codes on a cache line
             np.ascontiguousarray(np.stack([w.d for w in weights])),
             np.ascontiguousarray(np.stack([w.m for w in weights])))
 
@@ -222,6 +222,14 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
 
     @njit(nogil=True, inline="always")
+    def aligned_bytes(n):  # pragma: no cover - compiled
+        """int8 [n] starting on a cache line (blocks.ALIGN): the products' 64-byte loads of
+        a quantised row then never cross one."""
+        buf = np.empty(n + ALIGN, np.int8)
+        at = (-buf.ctypes.data) % ALIGN
+        return buf[at:at + n]
+
+    @njit(nogil=True, inline="always")
     def norm_row(src, w, eps, dst):  # pragma: no cover - compiled
         n = src.shape[0]
         s = np.float32(0)
@@ -254,19 +262,19 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
         group = Hq // Hkv
         scale = np.float32(1) / np.sqrt(np.float32(D))
         h = np.empty((R, H), np.float32)
-        hq = np.empty(R * H, np.int8)
+        hq = aligned_bytes(R * H)
         hdx = np.empty((R, H // 32), np.float32)
         hsx = np.empty((R, H // 32), np.float32)
         qkv = np.empty((R, n_qkv), np.float32)
         q = np.empty((R, Hq, D), np.float32)
         att = np.empty((R, Hq * D), np.float32)
-        aq = np.empty(R * Hq * D, np.int8)
+        aq = aligned_bytes(R * Hq * D)
         adx = np.empty((R, Hq * D // 32), np.float32)
         asx = np.empty((R, Hq * D // 32), np.float32)
         proj = np.empty((R, H), np.float32)
         gu = np.empty((R, 2 * inter), np.float32)
         act = np.empty((R, inter), np.float32)
-        mq = np.empty(R * inter, np.int8)
+        mq = aligned_bytes(R * inter)
         mdx = np.empty((R, inter // 32), np.float32)
         msx = np.empty((R, inter // 32), np.float32)
         for layer in range(start, end):

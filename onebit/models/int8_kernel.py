@@ -57,7 +57,7 @@ from collections.abc import Callable
 import numpy as np
 
 from onebit.models import kernel_cache, kernels
-from onebit.models.blocks import BLOCK, BlockWeight
+from onebit.models.blocks import ALIGN, BLOCK, BlockWeight, aligned_empty
 
 # outputs per parallel task (a weight row's scales are decoded once per task per output)
 TASK_OUTS = 16
@@ -521,7 +521,7 @@ def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     n_rows, n = x.shape
     if n % BLOCK:
         raise ValueError(f"rows of width {n} do not split into blocks of {BLOCK}")
-    xq = np.empty(n_rows * n, np.int8)
+    xq = aligned_empty(n_rows * n, np.int8)  # its rows' 64-byte loads on cache lines
     dx = np.empty((n_rows, n // BLOCK), np.float32)
     sx = np.empty((n_rows, n // BLOCK), np.float32)
     _quantize_kernel()(x, xq, dx, sx)
@@ -545,8 +545,12 @@ def product_range(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, t_lo, t_hi
     m_flat = m16.reshape(-1)
     # the scales of one output (two in the one-row path: the second's at nb .., each times
     # the row's dx), one array each, allocated once per call (a task's call in the stack)
-    dw = np.empty(2 * nb, np.float32)
-    mw = np.zeros(2 * nb, np.float32)
+    # (each on a cache line, blocks.ALIGN: their 16-lane stores and loads cross none)
+    buf = np.zeros(4 * nb + 2 * ALIGN // 4, np.float32)
+    at = (-buf.ctypes.data) % ALIGN // 4
+    dw = buf[at:at + 2 * nb]
+    at2 = at + (2 * nb + ALIGN // 4 - 1) // (ALIGN // 4) * (ALIGN // 4)
+    mw = buf[at2:at2 + 2 * nb]
     o_lo, o_hi = t_lo * TASK_OUTS, min(n_out, t_hi * TASK_OUTS)
 {setup}{dual}
     for o in range(o_lo, o_hi):
@@ -773,9 +777,9 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         splat=ops["splat"], zeros=ops["zeros"], add=ops["add"],
         fma=parts["fma"], vsum=parts["vsum"], vload=parts["vload"], vzero=parts["vzero"])
     # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
-    namespace.update(__name__=__name__, np=np, TASK_OUTS=TASK_OUTS, WITH_MIN=kind == 2,
-                     AHEAD=PREFETCH_AHEAD, prefetch=ops["prefetch"], halves16=ops["halves16"],
-                     store16=ops["store16"])
+    namespace.update(__name__=__name__, np=np, TASK_OUTS=TASK_OUTS, ALIGN=ALIGN,
+                     WITH_MIN=kind == 2, AHEAD=PREFETCH_AHEAD, prefetch=ops["prefetch"],
+                     halves16=ops["halves16"], store16=ops["store16"])
     if form == "vnni512":
         namespace.update(
             load_codes2=ops["codes2_q8" if kind == 0 else "codes2_q4"],
@@ -824,7 +828,9 @@ def pair_scales_kernel() -> Callable:
     if got is None:
         def pair_scales(dx):  # pragma: no cover - compiled
             rows, nb = dx.shape
-            out = np.zeros((rows, nb * 8), np.float32)
+            buf = np.zeros(rows * nb * 8 + ALIGN // 4, np.float32)
+            at = (-buf.ctypes.data) % ALIGN // 4  # rows on cache lines (blocks.ALIGN)
+            out = buf[at:at + rows * nb * 8].reshape((rows, nb * 8))
             for r in range(rows):
                 for p in range(nb // 2):
                     for lane in range(16):
@@ -854,7 +860,10 @@ def lane_corrections_kernel() -> Callable:
     if got is None:
         def lane_corrections(xq, dx, factor):  # pragma: no cover - compiled
             rows, nb = dx.shape
-            out = np.zeros((rows, nb * 8 if factor else 0), np.int32)
+            width = nb * 8 if factor else 0
+            buf = np.zeros(rows * width + ALIGN // 4, np.int32)
+            at = (-buf.ctypes.data) % ALIGN // 4  # rows on cache lines (blocks.ALIGN)
+            out = buf[at:at + rows * width].reshape((rows, width))
             if factor:
                 for r in range(rows):
                     for p in range(nb // 2):
