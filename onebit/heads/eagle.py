@@ -333,7 +333,10 @@ class EagleHead(SamplingDrafter):
 
     Construction checks the pairing (`check_base`), asks the base to record the two tapped
     layers, and prepares the products. `commit_rows` keeps the last committed position's rows;
-    `propose` fuses them once and chains up to `max_chain` drafts."""
+    `propose` fuses them once and chains up to `max_chain` drafts, recording each draft's
+    probability under the head (`confidence`: the softmax at the argmax, or the drawn token's
+    q when sampling) and stopping after a draft less sure than `stop_below` (default 0: never;
+    `PolicyHead` sets it to what a draft needs to pay for its row)."""
 
     def __init__(self, config: EagleConfig, tensors: dict[str, np.ndarray], base: object, *,
                  base_path: str | Path | None = None, k: int | None = None,
@@ -351,6 +354,7 @@ class EagleHead(SamplingDrafter):
         self.products = _Products(tensors, has_int8_kernel() if quantise is None else quantise)
         self.lm = base.lm_head_subset(self.d2t)  # type: ignore[attr-defined]
         self.intermediate = config.intermediate_size
+        self.stop_below = 0.0
         base.set_layer_taps(list(config.taps))  # type: ignore[attr-defined]
         self.reset()
 
@@ -365,6 +369,7 @@ class EagleHead(SamplingDrafter):
     def reset(self) -> None:
         self.length = 0
         self._rows: np.ndarray | None = None  # [3, H] at the last committed position
+        self.confidence: list[float] = []  # per draft of the last proposal: its probability
 
     def commit_rows(self, tokens: Sequence[int], rows: np.ndarray, count: int) -> None:
         if count <= 0:
@@ -389,6 +394,7 @@ class EagleHead(SamplingDrafter):
                              f"seen {self.length} committed positions")
         low, mid, high = self._rows
         eps, f = self.eps, self.products.f
+        self.confidence = []
         u = f["fuse"](np.concatenate([_rms(low, eps), _rms(mid, eps), high])[None, :])
         tokens, qs = [], []
         x = int(token)
@@ -400,6 +406,8 @@ class EagleHead(SamplingDrafter):
             gate, up = gu[:, : self.intermediate], gu[:, self.intermediate:]
             g = z + f["down"]((gate / (1.0 + np.exp(-gate)) * up).astype(np.float32))
             logits = self.lm((_rms(g, eps) * self.w_out).astype(np.float32))[0]
+            top = int(np.argmax(logits))
+            sure = float(1.0 / np.exp(logits - logits[top]).sum())  # softmax at the argmax
             if self.samples:
                 # drawn over the draft vocabulary; q over the base's is zero outside it, which
                 # is exactly what the draft was drawn from
@@ -408,9 +416,13 @@ class EagleHead(SamplingDrafter):
                 full = np.zeros(self.config.vocab_size, q.dtype)
                 full[self.d2t] = q[0]
                 qs.append(full)
+                sure = float(q[0][picked[0]])
             else:
-                x = int(self.d2t[int(np.argmax(logits))])
+                x = int(self.d2t[top])
             tokens.append(x)
+            self.confidence.append(sure)
+            if sure < self.stop_below:  # the next draft needs this one right: not worth it
+                break
             u = g
         return self.answer(tokens, np.stack(qs) if qs else None)
 

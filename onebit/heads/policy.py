@@ -15,6 +15,16 @@ draft pays only if it is accepted often enough. `PolicyHead` measures both sides
   scored against the tokens committed after it, the drafts it withheld too ("shadow" scoring),
   so a head that stops being sent still learns.
 
+A head that says how sure it is of each draft (an attribute `confidence`, one number in [0, 1]
+per draft of its last proposal: the trained head's softmax probability) is judged draft by
+draft instead: its confidences fall into `CONFIDENCE_BINS`, each bin learns how often its drafts
+are accepted (given the earlier ones were, decayed as above, prior: the bin's middle), and
+draft i's acceptance is its bin's. A head right half the time overall can then send the drafts
+it is sure of and withhold the rest. Such a head is always asked (the policy cannot know how
+sure it will be before it asks); if it has a `stop_below` attribute the policy sets it, each
+round, to the confidence a draft needs to pay for one more row, so the head stops chaining
+where the drafts stop being worth their time.
+
 Each round it sends the j drafts (0 .. what the head gave) that maximise the expected tokens
 per unit of time, `E_j / cost[j + 1]`, with `E_j = 1 + sum_{i <= j} prod_{l <= i} a_l`; j = 0
 is a plain step (the loop steps t1 when a head proposes nothing). When no j beats plain even
@@ -48,6 +58,11 @@ DECAY = 0.9
 #: the prior on each slot's acceptance: `PRIOR_HITS` hits in `PRIOR_TRIALS` trials
 PRIOR_HITS = 1.0
 PRIOR_TRIALS = 2.0
+#: a confidence bin's decay: slower than a slot's, since each bin sees a share of the drafts
+#: (memory of about 50 outcomes a bin)
+BIN_DECAY = 0.98
+#: the edges of the confidence bins of a head that reports its confidence per draft
+CONFIDENCE_BINS = (0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 
 class PolicyHead:
@@ -95,6 +110,9 @@ class PolicyHead:
         self.seconds: dict[int, deque] = {}  # width -> its latest round times
         self.hits = np.zeros(self.max_k + 1)  # slot i (1-based): draft i matched, given 1 .. i-1
         self.trials = np.zeros(self.max_k + 1)
+        edges = np.asarray(CONFIDENCE_BINS)
+        self.bin_hits = (edges[:-1] + edges[1:]) / 2 * PRIOR_TRIALS  # prior: the bin's middle
+        self.bin_trials = np.full(len(edges) - 1, PRIOR_TRIALS)
         self.sent: list[int] = []  # drafts sent per round (for the stats and tests)
 
     def __repr__(self) -> str:
@@ -110,7 +128,8 @@ class PolicyHead:
         if not self.persist:
             self._forget()
         self.text: list[int] = []           # committed tokens, in order
-        self.pending: list[tuple[int, list[int], int]] = []  # (position, drafts, slots scored)
+        # (position, drafts, slots scored, confidence bin per draft or None)
+        self.pending: list[tuple[int, list[int], int, list[int] | None]] = []
         self.round_start: float | None = None
         self.round_rows = 1
         self.idle = 0                       # rounds since the head was last asked
@@ -127,17 +146,21 @@ class PolicyHead:
     def propose(self, token: int, pos: int, k: int, hidden: np.ndarray | None):
         self._time_round()
         k = min(k, self.max_k)
-        if not self.worth_asking(k):
+        sure = hasattr(self.inner, "confidence")  # judged draft by draft: always asked
+        if not sure and not self.worth_asking(k):
             self.idle += 1
             if self.idle < self.probe_every:
                 return self._send([], 1)
         self.idle = 0
+        if sure and hasattr(self.inner, "stop_below"):
+            self.inner.stop_below = self.needed_confidence()
         answer = self.inner.propose(token, pos, k, hidden)
         tokens, q = (answer.tokens, answer.q) if isinstance(answer, Drafts) else (answer, None)
         tokens = [int(t) for t in (tokens if tokens is not None else [])][:k]
+        bins = self._bins(len(tokens)) if sure else None
         # t1 sits at pos; draft i is for pos + i. Scored once the text reaches those positions.
-        self.pending.append((pos + 1, tokens, 0))
-        j = self.best_length(len(tokens))
+        self.pending.append((pos + 1, tokens, 0, bins))
+        j = self.best_length(len(tokens), bins)
         if q is not None:
             return self._send(Drafts(tokens[:j], np.asarray(q)[:j]), j + 1)
         return self._send(tokens[:j], j + 1)
@@ -155,20 +178,49 @@ class PolicyHead:
             return self.cost[rows]
         return self.cost.get(1, 1.0) * (1.0 + self.row_cost * (rows - 1))
 
-    def rates(self, most: int) -> list[float]:
-        """Expected tokens per unit of cost when j = 0 .. `most` drafts are sent."""
+    def bin_acceptance(self) -> np.ndarray:
+        """Per confidence bin, the chance a draft of that confidence is accepted (given the
+        earlier drafts were), from the scored proposals and the prior."""
+        return self.bin_hits / self.bin_trials
+
+    def rates(self, most: int, bins: Sequence[int] | None = None) -> list[float]:
+        """Expected tokens per unit of cost when j = 0 .. `most` drafts are sent; with `bins`
+        (the confidence bin of each draft) each draft's acceptance is its bin's."""
         a = self.acceptance()
+        by_bin = self.bin_acceptance() if bins is not None else None
         expected, chain, out = 1.0, 1.0, [1.0 / self.price(1)]
         for j in range(1, most + 1):
-            chain *= a[j]
+            chain *= a[j] if by_bin is None else by_bin[bins[j - 1]]
             expected += chain
             out.append(expected / self.price(j + 1))
         return out
 
-    def best_length(self, drafted: int) -> int:
+    def best_length(self, drafted: int, bins: Sequence[int] | None = None) -> int:
         """How many of `drafted` drafts to send: the j whose rate is highest (fewest on a tie)."""
-        rates = self.rates(min(drafted, self.max_k))
+        rates = self.rates(min(drafted, self.max_k), bins)
         return int(np.argmax(rates))
+
+    def needed_confidence(self) -> float:
+        """The confidence below which a first draft cannot pay for its row: the lowest bin
+        edge whose learned acceptance a satisfies (1 + a) / cost[2] > 1 / cost[1]."""
+        need = self.price(2) / self.price(1) - 1.0
+        by_bin = self.bin_acceptance()
+        for edge, accepted in zip(CONFIDENCE_BINS, by_bin, strict=False):
+            if accepted > need:
+                return float(edge)
+        return float(CONFIDENCE_BINS[-2])
+
+    def _bins(self, n: int) -> list[int]:
+        """The confidence bin of each of the head's last `n` drafts (a missing or bad value
+        counts as no confidence: the lowest bin)."""
+        raw = list(getattr(self.inner, "confidence", None) or [])[:n]
+        raw += [0.0] * (n - len(raw))
+        edges = np.asarray(CONFIDENCE_BINS[1:-1])
+        out = []
+        for c in raw:
+            c = float(c) if isinstance(c, int | float | np.floating) and np.isfinite(c) else 0.0
+            out.append(int(np.searchsorted(edges, min(max(c, 0.0), 1.0), side="right")))
+        return out
 
     def worth_asking(self, k: int) -> bool:
         """Whether some j >= 1 of at most `k` drafts is expected to beat a plain step."""
@@ -196,16 +248,20 @@ class PolicyHead:
         """Score every proposal whose positions the committed text now reaches: slot by slot,
         until the first draft that differs (the slots after it are never reached)."""
         waiting = []
-        for first, drafts, done in self.pending:
+        for first, drafts, done, bins in self.pending:
             while done < len(drafts) and first + done < len(self.text):
                 slot = done + 1
                 hit = self.text[first + done] == drafts[done]
                 self.trials[slot] = self.trials[slot] * DECAY + 1.0
                 self.hits[slot] = self.hits[slot] * DECAY + hit
+                if bins is not None:
+                    b = bins[done]
+                    self.bin_trials[b] = self.bin_trials[b] * BIN_DECAY + 1.0
+                    self.bin_hits[b] = self.bin_hits[b] * BIN_DECAY + hit
                 if not hit:
                     done = len(drafts) + 1  # missed: the later slots are never reached
                     break
                 done += 1
             if done < len(drafts):
-                waiting.append((first, drafts, done))
+                waiting.append((first, drafts, done, bins))
         self.pending = waiting

@@ -176,10 +176,10 @@ def test_P4_acceptance_follows_the_text_at_hand():
     one half, so a policy that learned on copied text stops drafting soon in free prose."""
     policy = PolicyHead(NgramHead(), costs=CHEAP)
     policy.text = list(range(100))
-    policy.pending = [(i, [i], 0) for i in range(40)]
+    policy.pending = [(i, [i], 0, None) for i in range(40)]
     policy._score()
     assert policy.acceptance()[1] > 0.9
-    policy.pending = [(i, [i + 1], 0) for i in range(40, 50)]
+    policy.pending = [(i, [i + 1], 0, None) for i in range(40, 50)]
     policy._score()
     assert policy.acceptance()[1] < 0.5
 
@@ -195,3 +195,73 @@ def test_P3_one_stall_does_not_price_a_width():
         now[0] += seconds
     policy.propose(0, 0, 0, None)
     assert policy.cost[1] == 1.0
+
+
+class SureWhenRight:
+    """A head that says how sure it is: right (and 0.97 sure) on positions where `right(pos)`,
+    wrong (and 0.05 sure) elsewhere, from the oracle; it records `stop_below` as set."""
+
+    def __init__(self, oracle, right) -> None:
+        self.oracle, self.right = oracle, right
+        self.confidence: list[float] = []
+        self.stop_below = 0.0
+        self.stops: list[float] = []
+
+    def needs_last_hidden(self):
+        return False
+
+    def reset(self):
+        self.confidence = []
+
+    def commit_rows(self, tokens, rows, count):
+        pass
+
+    def propose(self, token, pos, k, hidden):
+        self.stops.append(self.stop_below)
+        out, self.confidence = [], []
+        for slot in range(k):
+            p = pos + 1 + slot
+            truth = self.oracle.truth(p)
+            if truth is None:
+                break
+            good = self.right(p)
+            out.append(truth if good else (truth + 1) % self.oracle.vocab_size)
+            self.confidence.append(0.97 if good else 0.05)
+        return out
+
+
+MIDDLING = {n: 1.0 + 0.6 * (n - 1) for n in range(1, 10)}  # a draft pays above 60 % acceptance
+
+
+def test_P6_a_head_sure_of_a_third_of_its_drafts_sends_those_and_withholds_the_rest():
+    """Right on every third position and sure exactly when right: on average a draft is right
+    a third of the time, which does not pay for a row here (60 % needed), yet the policy learns
+    per confidence bin, sends the sure first drafts (one each: the next is unsure) and withholds
+    the unsure ones (plain steps); the text is greedy's."""
+    base, oracle = toy_and_oracle()
+    head = SureWhenRight(oracle, lambda p: p % 3 == 0)
+    policy = PolicyHead(head, costs=MIDDLING)
+    reference = onebit.greedy(ToyBase(), PROMPT, max_tokens=N)
+    result = onebit.run(base, policy, PROMPT, max_tokens=N, k=4)
+    assert result.tokens == reference.tokens
+    sure_bin, unsure_bin = policy._bins(1)[0], None
+    head.confidence = [0.05]
+    unsure_bin = policy._bins(1)[0]
+    learned = policy.bin_acceptance()
+    assert learned[sure_bin] > 0.9 and learned[unsure_bin] < 0.15
+    late = policy.sent[len(policy.sent) // 2:]
+    assert set(late) <= {0, 1} and 1 in late and 0 in late
+    assert result.stats.accepted == result.stats.proposed  # only sure drafts went out
+    assert policy.acceptance()[1] < 0.8  # by slot alone the head looks unprofitable
+
+
+def test_P6_the_head_is_told_the_confidence_a_draft_needs():
+    """With dear rows the confidence a draft needs rises (the head may stop chaining there);
+    with rows nearly free it is the lowest bin's edge."""
+    base, oracle = toy_and_oracle()
+    cheap = SureWhenRight(oracle, lambda p: True)
+    onebit.run(base, PolicyHead(cheap, costs=CHEAP), PROMPT, max_tokens=N, k=4)
+    dear = SureWhenRight(oracle, lambda p: p % 3 == 0)
+    onebit.run(ToyBase(), PolicyHead(dear, costs=MIDDLING), PROMPT, max_tokens=N, k=4)
+    assert cheap.stops[-1] == 0.0
+    assert dear.stops[-1] >= 0.6
