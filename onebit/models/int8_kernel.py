@@ -736,8 +736,11 @@ def _range_source(wide_form: bool = False) -> str:
     # the 512-bit form has 32 registers: a tile of 8 rows keeps its 8 accumulators, the codes
     # and the scales in registers (each block pair's codes are decoded once for 8 rows); the
     # 256-bit forms keep two accumulators a row in 16 registers, so their widest tile is 4
-    sizes = (((8, "if left >= 8"), (4, "elif left >= 4")) if wide_form
-             else ((4, "if left >= 4"),))
+    # and, in the 512-bit form, every tile size below it has its own tile: a verify of 3, 5,
+    # 6 or 7 rows decodes each block pair once, not once for each of the tiles of 4, 2 and 1
+    # rows it would otherwise split into (the tile a row lands in never changes its bits)
+    sizes = (((8, "if left >= 8"), *((k, f"elif left == {k}") for k in (7, 6, 5, 4, 3)))
+             if wide_form else ((4, "if left >= 4"),))
     for k, test in (*sizes, (2, "elif left >= 2"), (1, "else")):
         if wide_form:
             tiles.append(_WIDE_TILE.format(

@@ -1,0 +1,135 @@
+"""Plain decode against every head on SmolLM2, alternated: prompt lookup, the trained head, each
+alone and under the cost policy, and the default (`--head auto`).
+
+Each prompt is decoded by every arm in turn, `--rounds` times (A B C .. A B C ..); the table
+gives each arm's decode tokens/s over plain's per prompt (median and [min .. max] of the
+rounds) and checks that every arm's text equals plain decode's. Below it: each arm's median and
+worst ratio over the prompts, and the trained head's acceptance per draft position (draft i
+right given drafts 1 .. i-1 were, over every proposal it made, sent or not). The prompts are
+ordinary chat requests, none of them in the training set (onebit/train/prompts.py).
+
+    .venv/bin/onebit train-head            # once: the head this measures
+    .venv/bin/python benchmarks/head_ab.py [--rounds 2] [--tokens 160]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+PROMPTS = [
+    "Give me three tips for sleeping better.",
+    "Explain how a refrigerator keeps food cold.",
+    "Write a short email asking my manager for a day off on Friday.",
+    "What is a good recipe for a simple tomato soup?",
+    "Summarize the plot of Romeo and Juliet in a few sentences.",
+    "Write a Python function that checks whether a number is prime.",
+    "How do I stay motivated when learning a new language?",
+    "Explain the difference between weather and climate.",
+    "List five things to pack for a weekend camping trip.",
+    "Why is the sky blue?",
+]
+
+
+class Scored:
+    """Wraps a head to score every proposal against the text committed after it."""
+
+    def __init__(self, inner, k: int) -> None:
+        self.inner, self.k = inner, k
+        self.hits = [0] * k
+        self.trials = [0] * k
+        self.pending: list[tuple[int, list[int]]] = []
+        self.text: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def reset(self) -> None:
+        self.inner.reset()
+        self.text, self.pending = [], []
+
+    def commit_rows(self, tokens, rows, count) -> None:
+        self.inner.commit_rows(tokens, rows, count)
+        self.text.extend(int(t) for t in tokens[:count])
+        waiting = []
+        for first, drafts in self.pending:
+            if first + len(drafts) <= len(self.text):
+                for i, d in enumerate(drafts):
+                    self.trials[i] += 1
+                    if self.text[first + i] != d:
+                        break
+                    self.hits[i] += 1
+            else:
+                waiting.append((first, drafts))
+        self.pending = waiting
+
+    def propose(self, token, pos, k, hidden):
+        drafts = self.inner.propose(token, pos, k, hidden)
+        self.pending.append((pos + 1, [int(t) for t in drafts]))
+        return drafts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--tokens", type=int, default=160)
+    parser.add_argument("--prompts", type=int, default=len(PROMPTS))
+    parser.add_argument("--k", type=int, default=3, help="drafts a round for the bare heads")
+    args = parser.parse_args()
+
+    import onebit
+    from onebit.heads import NgramHead
+    from onebit.heads.policy import PolicyHead
+    from onebit.text.generate import auto_head, trained_head
+    from onebit.text.load import load_text_model
+
+    model = load_text_model(None, kernel="int8")
+    trained = trained_head(model)
+    if trained is None:
+        raise SystemExit("no trained head for SmolLM2: run `onebit train-head` first")
+    scored = Scored(trained_head(model), trained.k)
+    arms = {
+        "plain": (None, 1),
+        "ngram": (NgramHead(n=3, k=8), 7),
+        "ngram+policy": (PolicyHead(NgramHead(n=3, k=8)), 7),
+        "trained": (scored, args.k),
+        "auto": (auto_head(model), trained.k),  # the default: trained head under the policy
+    }
+    onebit.generate(model, "Hello", max_tokens=8)  # compile / warm
+    names = [a for a in arms if a != "plain"]
+    print(f"| prompt | {' | '.join(a + ' / plain' for a in names)} | plain tok/s | same text |")
+    print(f"|---|{'---|' * len(names)}---|---|")
+    all_ratios = {a: [] for a in names}
+    for i, prompt in enumerate(PROMPTS[: args.prompts]):
+        speed = {a: [] for a in arms}
+        texts = {}
+        for _ in range(args.rounds):
+            for name, (head, k) in arms.items():
+                gen = onebit.generate(model, prompt, max_tokens=args.tokens, head=head, k=k)
+                speed[name].append(gen.decode_tokens_per_second)
+                texts.setdefault(name, gen.text)
+                assert gen.text == texts[name]
+        same = all(t == texts["plain"] for t in texts.values())
+        cells = []
+        for name in names:
+            ratios = [s / p for s, p in zip(speed[name], speed["plain"], strict=True)]
+            all_ratios[name].append(statistics.median(ratios))
+            cells.append(f"{statistics.median(ratios):.2f} [{min(ratios):.2f} .. "
+                         f"{max(ratios):.2f}]")
+        print(f"| {i + 1} | {' | '.join(cells)} | {statistics.median(speed['plain']):.0f} | "
+              f"{'yes' if same else 'NO'} |", flush=True)
+    for name, ratios in all_ratios.items():
+        print(f"{name}: median {statistics.median(ratios):.2f}, worst {min(ratios):.2f}, "
+              f"best {max(ratios):.2f}")
+    acc = [h / t if t else 0.0 for h, t in zip(scored.hits, scored.trials, strict=True)]
+    print("trained head's acceptance per draft position (given the earlier ones right):",
+          ", ".join(f"{a:.1%} of {t}" for a, t in zip(acc, scored.trials, strict=True)))
+    policy = arms["auto"][0]
+    print("auto policy's cost per width:",
+          {n: f"{c * 1e3:.2f} ms" for n, c in sorted(policy.cost.items())})
+    print("auto policy's acceptance per confidence bin:",
+          [round(float(x), 2) for x in policy.bin_acceptance()])
+
+
+if __name__ == "__main__":
+    main()
