@@ -74,10 +74,10 @@ def read_prompt_file(path: str) -> str:
 
 
 def default_kernel() -> str:
-    """The kernel the text commands load with when --kernel is not given: the fastest there is.
-    The library's own default (`load_model(kernel="auto")`) stays the float reference; a user at
-    the command line wants the speed, and int8 is the computation llama.cpp makes on the same
-    file (on float weights it runs the float kernel)."""
+    """The kernel the text commands load with when --kernel is not given: the fastest there is,
+    as `load_model`'s own default (`onebit.models.default_kernel`); int8 is the computation
+    llama.cpp makes on the same file (on float weights it runs the float kernel). `--kernel
+    numba` (or "auto") names the float reference."""
     return "int8" if numba_available() else "numpy"
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from onebit.backends import Backend
 from onebit.models.config import ModelConfig
 from onebit.models.decoder import DecoderBase
@@ -48,7 +50,7 @@ def load_model(
     *,
     dtype: str | type = "float32",
     max_batch_rows: int = DEFAULT_MAX_BATCH_ROWS,
-    kernel: str = "auto",
+    kernel: str | None = None,
     q4nx_convention: str = "unsigned",
     unpack_per_token: bool | None = None,
     backend: str | Backend = "host",
@@ -66,9 +68,14 @@ def load_model(
     - `max_prefill_rows`: the most prompt tokens one prefill batch takes (default 64, never
       below `max_batch_rows`); Gemma 4 prefills in batches of `max_batch_rows` and refuses a
       wider value (its sliding-window cache holds that many rows past the window);
-    - `kernel`: "auto" (numba when installed), "numba" (Q4NX weights multiplied packed, by
+    - `kernel`: by default (None) the fastest exact kernel: "int8" on the host backend when
+      numba is installed (`default_kernel()`: GGUF Q8_0 / Q4_0 / Q4_1 and Q4NX weights
+      multiplied in their blocks by int8_kernel.py, llama.cpp's computation; float weights by
+      the tiled float kernel; a Q4NX file whose scales do not fit float16 blocks falls back to
+      "numba"), else "auto". The float reference by name: "auto" (numba when installed, else
+      numpy), "numba" (GGUF weights dequantised at load, Q4NX weights multiplied packed, by
       q4nx_kernel.py), "numba-float" (Q4NX weights dequantised to a float cache) or "numpy"
-      (see kernels.py);
+      (see kernels.py); "int8" by name insists on the integer kernel;
     - `q4nx_convention`: "unsigned" codes 0..15, or "signed" (GGUF Q4_0: -8..7, min 0);
     - `unpack_per_token`: unpack Q4NX weights on every use instead of once; default from the
       environment variable ONEBIT_UNPACK_PER_TOKEN. On a device backend it also prepares
@@ -81,7 +88,8 @@ def load_model(
     Bad files raise `ModelFileError` / `ModelConfigError` (both `ValueError`s) naming the file,
     tensor or field.
     """
-    common = dict(dtype=dtype, max_batch_rows=max_batch_rows, kernel=kernel,
+    chosen = kernel if kernel is not None else default_kernel(backend, dtype)
+    common = dict(dtype=dtype, max_batch_rows=max_batch_rows, kernel=chosen,
                   q4nx_convention=q4nx_convention, unpack_per_token=unpack_per_token,
                   backend=backend, max_prefill_rows=max_prefill_rows, **options)
     if str(path).lower().endswith(".gguf"):
@@ -91,8 +99,39 @@ def load_model(
     kind = container_kind(path)
     raw = read_json(path / CONFIG_FILE)
     family_for(raw, str(path / CONFIG_FILE))  # an unknown family before the tensors are read
-    return build(raw, load_tensors(path, kind), config_source=str(path / CONFIG_FILE),
-                 weights_source=str(path), **common)
+    tensors = load_tensors(path, kind)
+    try:
+        return build(raw, tensors, config_source=str(path / CONFIG_FILE),
+                     weights_source=str(path), **common)
+    except ModelFileError as error:
+        # the default's integer kernel refuses a Q4NX weight whose scales do not fit float16
+        # blocks (blocks.q4nx_half_scales); the default then takes the float reference, which
+        # reads it. Asked for by name, "int8" still refuses.
+        if kernel is not None or chosen != "int8" or not _block_form_refusal(error):
+            raise
+    return build(raw, tensors, config_source=str(path / CONFIG_FILE),
+                 weights_source=str(path), **dict(common, kernel="numba"))
+
+
+def default_kernel(backend: str | Backend = "host", dtype: str | type = "float32") -> str:
+    """The kernel `load_model` runs when none is named: the fastest exact one, "int8" (the
+    integer kernel on block weights, the tiled float kernel on float ones) on the host backend
+    in float32 when numba imports; else "auto" (numpy without numba; a device backend's own
+    default; float64, whose user asked for precision the integer kernel's float32 sums and
+    int8 activations do not keep)."""
+    from onebit.models.kernels import numba_available
+
+    host = isinstance(backend, str) and backend == "host"
+    if host and compute_dtype(dtype) == np.float32 and numba_available():
+        return "int8"
+    return "auto"
+
+
+def _block_form_refusal(error: ModelFileError) -> bool:
+    """Whether `error` is the integer kernel's refusal of a Q4NX weight as blocks."""
+    text = str(error)
+    return ("the integer kernel keeps float16 scales" in text
+            or "to run as q4_0 blocks" in text)
 
 
 def _load_gguf(path: Path, options: dict):

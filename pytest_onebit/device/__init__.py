@@ -104,8 +104,9 @@ def onebit_host_model(onebit_device_model_dirs):
     host backend, the reference device logits are held to."""
     from onebit.models import load_model
 
+    # the float reference by name (load_model's default is the integer kernel)
     return lambda family="qwen3_5", **options: load_model(onebit_device_model_dirs[family],
-                                                          **options)
+                                                          **{"kernel": "auto", **options})
 
 
 @pytest.fixture

@@ -164,7 +164,7 @@ def test_unpack_per_token_switch_gives_identical_output(model_dirs, kind, monkey
     arms = []
     for per_token in ("0", "1", "0", "1"):
         monkeypatch.setenv("ONEBIT_UNPACK_PER_TOKEN", per_token)
-        model = load_model(path)
+        model = load_model(path, kernel="numba")  # the packed kernel's cache, by name
         assert model.weights.unpack_per_token == (per_token == "1")
         result = onebit.greedy(model, PROMPT, max_tokens=6)
         arms.append((result.tokens, model.step(1, len(PROMPT) + 6)))

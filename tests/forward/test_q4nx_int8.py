@@ -129,3 +129,22 @@ def test_weights_the_blocks_cannot_hold_refused_at_load(tmp_path, convention, po
     with pytest.raises(ModelFileError, match=rf"'{name}'.*{message}"):
         load_model(path, kernel="int8", q4nx_convention=convention)
     load_model(path, kernel="numba", q4nx_convention=convention).step(1, 0)
+    # load_model's default (the integer kernel) takes the float reference for such a file
+    # rather than refusing it; only "int8" by name insists
+    assert load_model(path, q4nx_convention=convention).kernel == "numba"
+
+
+def test_the_default_kernel_is_int8_and_the_float_reference_is_named(tmp_path):
+    """With numba, `load_model(path)` runs the integer kernel (the fastest exact one) in
+    float32; "auto" and "numba" name the float reference, float64 keeps it by default, and a
+    default model computes what `kernel="int8"` computes, bit for bit."""
+    from onebit.models import default_kernel
+
+    path = fabricate_model(tmp_path / "m", "qwen3")
+    default = load_model(path)
+    assert default.kernel == "int8" == default_kernel()
+    assert load_model(path, kernel="auto").kernel == "numba"
+    assert load_model(path, dtype="float64").kernel == "numba"
+    assert default_kernel("torch") == "auto"
+    named = load_model(path, kernel="int8")
+    assert np.array_equal(default.step(1, 0), named.step(1, 0))

@@ -8,7 +8,7 @@ import onebit
 
 @pytest.fixture(scope="module")
 def smollm2(smollm2_path):
-    return onebit.load_model(smollm2_path)
+    return onebit.load_model(smollm2_path, kernel="numba")  # the float reference, by name
 
 
 def test_haiku_and_prompt_lookup(smollm2):
