@@ -20,10 +20,11 @@ per draft of its last proposal: the trained head's softmax probability) is judge
 draft instead: its confidences fall into `CONFIDENCE_BINS`, each bin learns how often its drafts
 are accepted (given the earlier ones were, decayed as above, prior: the bin's middle), and
 draft i's acceptance is its bin's. A head right half the time overall can then send the drafts
-it is sure of and withhold the rest. Such a head is always asked (the policy cannot know how
-sure it will be before it asks); if it has a `stop_below` attribute the policy sets it, each
-round, to the confidence a draft needs to pay for one more row, so the head stops chaining
-where the drafts stop being worth their time.
+it is sure of and withhold the rest. Whether to ask such a head at all weighs its own time per
+proposal (measured) against what its first drafts have been worth: how often each bin came
+up, and whether that bin pays for a row (`worth_asking_sure`). If it has a `stop_below`
+attribute the policy sets it, each round, to the confidence a draft needs to pay for one more
+row, so the head stops chaining where the drafts stop being worth their time.
 
 Each round it sends the j drafts (0 .. what the head gave) that maximise the expected tokens
 per unit of time, `E_j / cost[j + 1]`, with `E_j = 1 + sum_{i <= j} prod_{l <= i} a_l`; j = 0
@@ -114,6 +115,9 @@ class PolicyHead:
         self.bin_hits = (edges[:-1] + edges[1:]) / 2 * PRIOR_TRIALS  # prior: the bin's middle
         self.bin_trials = np.full(len(edges) - 1, PRIOR_TRIALS)
         self.sent: list[int] = []  # drafts sent per round (for the stats and tests)
+        self.head_seconds: deque = deque(maxlen=COST_WINDOW)  # the head's time per proposal
+        # how often a sure head's first draft falls in each confidence bin (prior: evenly)
+        self.first_bins = np.full(len(CONFIDENCE_BINS) - 1, 1.0 / (len(CONFIDENCE_BINS) - 1))
 
     def __repr__(self) -> str:
         return f"PolicyHead({self.inner!r}, max_k={self.max_k})"
@@ -146,18 +150,24 @@ class PolicyHead:
     def propose(self, token: int, pos: int, k: int, hidden: np.ndarray | None):
         self._time_round()
         k = min(k, self.max_k)
-        sure = hasattr(self.inner, "confidence")  # judged draft by draft: always asked
-        if not sure and not self.worth_asking(k):
+        sure = hasattr(self.inner, "confidence")  # judged draft by draft
+        if not (self.worth_asking_sure() if sure else self.worth_asking(k)):
             self.idle += 1
             if self.idle < self.probe_every:
                 return self._send([], 1)
         self.idle = 0
         if sure and hasattr(self.inner, "stop_below"):
             self.inner.stop_below = self.needed_confidence()
+        asked = self.clock()
         answer = self.inner.propose(token, pos, k, hidden)
+        if not self.fixed:  # the head's own time, apart from the round's (which starts after)
+            self.head_seconds.append(self.clock() - asked)
         tokens, q = (answer.tokens, answer.q) if isinstance(answer, Drafts) else (answer, None)
         tokens = [int(t) for t in (tokens if tokens is not None else [])][:k]
         bins = self._bins(len(tokens)) if sure else None
+        if bins:
+            self.first_bins *= BIN_DECAY
+            self.first_bins[bins[0]] += 1.0
         # t1 sits at pos; draft i is for pos + i. Scored once the text reaches those positions.
         self.pending.append((pos + 1, tokens, 0, bins))
         j = self.best_length(len(tokens), bins)
@@ -209,6 +219,24 @@ class PolicyHead:
             if accepted > need:
                 return float(edge)
         return float(CONFIDENCE_BINS[-2])
+
+    def head_cost(self) -> float:
+        """The head's own time per proposal (median of the latest), 0 with fixed costs."""
+        return float(np.median(self.head_seconds)) if self.head_seconds else 0.0
+
+    def worth_asking_sure(self) -> bool:
+        """Whether asking a head that reports its confidence is expected to beat a plain
+        step, its own time included: its first draft falls in bin b with the frequency seen so
+        far, is sent when that bin's acceptance pays for the row, and then yields 1 + a_b
+        tokens for cost[2] (else 1 for cost[1]). Later drafts only add to this, so a head that
+        fails it cannot pay."""
+        c1, c2, h = self.price(1), self.price(2), self.head_cost()
+        a = self.bin_acceptance()
+        freq = self.first_bins / self.first_bins.sum()
+        sent = (1.0 + a) / c2 > 1.0 / c1
+        tokens = float(np.sum(freq * (1.0 + a * sent)))
+        seconds = h + float(np.sum(freq * np.where(sent, c2, c1)))
+        return tokens / seconds > 1.0 / c1
 
     def _bins(self, n: int) -> list[int]:
         """The confidence bin of each of the head's last `n` drafts (a missing or bad value

@@ -23,6 +23,11 @@ import numpy as np
 from onebit.heads.eagle import default_taps  # noqa: F401 (the recipe reads it here)
 
 
+#: how many of the base's likeliest next tokens are kept per position, with their logits: the
+#: soft targets a head is distilled on (the rest of the distribution is too small to matter)
+TOP = 32
+
+
 @dataclass
 class Sequence:
     """One prompt and the base's greedy answer."""
@@ -30,27 +35,43 @@ class Sequence:
     tokens: np.ndarray  # [T] int64: prompt then answer
     answer_start: int  # index of the first answer token
     features: np.ndarray  # [T, 3, H] float16: tap low, tap mid (raw), final-normed hidden
+    top_ids: np.ndarray  # [T, TOP] int32: the base's likeliest tokens after each position
+    top_logits: np.ndarray  # [T, TOP] float32: their logits, best first
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
 
 
-def features_of(model, tokens: Seq[int], taps: tuple[int, int]) -> np.ndarray:
-    """`[T, 3, H]` float32: for each position of `tokens`, the two tapped layers' outputs and
-    the final-normed hidden row, from prefill batches of the model's widest prefill."""
+def features_of(model, tokens: Seq[int], taps: tuple[int, int]):
+    """For each position of `tokens`: `[T, 3, H]` float32, the two tapped layers' outputs and
+    the final-normed hidden row; and the base's TOP likeliest next tokens with their logits
+    (`[T, TOP]` each), from prefill batches of the model's widest prefill."""
     width = int(model.max_prefill_rows())
     model.reset()
     model.set_layer_taps(list(taps))
-    hidden = []
+    hidden, ids, logits = [], [], []
     tokens = [int(t) for t in tokens]
     for pos in range(0, len(tokens), width):
         chunk = tokens[pos: pos + width]
-        model.verify_last(chunk, pos)
+        rows = model.verify(chunk, pos)
         model.commit_verify(len(chunk))
         hidden.append(model.last_hidden_rows())
+        top = np.argpartition(-rows, TOP, axis=1)[:, :TOP]
+        vals = np.take_along_axis(rows, top, axis=1)
+        order = np.argsort(-vals, axis=1, kind="stable")
+        ids.append(np.take_along_axis(top, order, axis=1).astype(np.int32))
+        logits.append(np.take_along_axis(vals, order, axis=1).astype(np.float32))
     tapped = model.tapped_rows()  # [T, 2, H]
     model.reset()
-    return np.concatenate([tapped, np.concatenate(hidden)[:, None, :]], axis=1)
+    feats = np.concatenate([tapped, np.concatenate(hidden)[:, None, :]], axis=1)
+    return feats, np.concatenate(ids), np.concatenate(logits)
+
+
+def sequence_of(model, tokens: Seq[int], answer_start: int, taps: tuple[int, int]) -> Sequence:
+    """The `Sequence` of a prompt + answer whose answer starts at `answer_start`."""
+    feats, ids, logits = features_of(model, tokens, taps)
+    return Sequence(np.asarray(tokens, np.int64), int(answer_start), feats.astype(np.float16),
+                    ids, logits)
 
 
 def distil(model, prompts: Seq[str], *, max_tokens: int, taps: tuple[int, int],
@@ -64,8 +85,7 @@ def distil(model, prompts: Seq[str], *, max_tokens: int, taps: tuple[int, int],
         gen = onebit.generate(model, prompt, max_tokens=max_tokens)
         answer = [int(t) for t in gen.result.tokens]
         tokens = [int(t) for t in gen.prompt_ids] + answer
-        feats = features_of(model, tokens, taps).astype(np.float16)
-        out.append(Sequence(np.asarray(tokens, np.int64), len(gen.prompt_ids), feats))
+        out.append(sequence_of(model, tokens, len(gen.prompt_ids), taps))
         if on_prompt is not None:
             on_prompt(i, len(answer))
     return out

@@ -31,41 +31,66 @@ IGNORE = -100
 
 @dataclass
 class Samples:
-    """Every position a head drafts from: the base's rows there, the chain's input tokens and
-    targets (draft-vocabulary indices; IGNORE past the answer's end or outside the vocabulary,
-    and `real` False for targets past the end)."""
+    """Every position a head drafts from: the base's rows there, the chain's input tokens,
+    and per step the target (the base's greedy token as a draft-vocabulary index; IGNORE past
+    the answer's end or outside the vocabulary; `real` False past the end) and the base's
+    likeliest tokens (draft indices, -1 outside) with their logits: the soft target."""
 
     features: np.ndarray  # [N, 3, H] float16
     inputs: np.ndarray  # [N, CHAIN] int64 base token ids (t1, then the true next tokens)
     targets: np.ndarray  # [N, CHAIN] int64 draft indices or IGNORE
     real: np.ndarray  # [N, CHAIN] bool: the target is an answer token (in the vocabulary or not)
+    soft_ids: np.ndarray  # [N, CHAIN, TOP] int32 draft indices, -1 outside the vocabulary
+    soft_logits: np.ndarray  # [N, CHAIN, TOP] float16
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
 
 
 def samples_of(sequences: Seq[Sequence], d2t: np.ndarray, vocab_size: int) -> Samples:
-    """The samples of `sequences`: one per position t from the last prompt token to the one
-    before the answer's last (t1 = the token after t must be the base's, as when drafting)."""
+    """The samples of `sequences`: one per position t from the last prompt token to the third
+    from the end (t1 = the token after t must be the base's, as when drafting, and the first
+    draft's target, the token after t1, must exist).
+    Step j reads token t + 1 + j and predicts token t + 2 + j, which the base chose from its
+    scores at position t + 1 + j."""
     t2d = np.full(vocab_size, IGNORE, np.int64)
     t2d[d2t] = np.arange(len(d2t))
-    feats, inputs, targets, real = [], [], [], []
+    feats, inputs, targets, real, soft_ids, soft_logits = [], [], [], [], [], []
     for s in sequences:
         n = len(s)
         start = s.answer_start - 1
-        if n - start < 2:
+        if n - start < 3:
             continue
-        t = np.arange(start, n - 1)
+        t = np.arange(start, n - 2)
         feats.append(s.features[t])
         idx = t[:, None] + 1 + np.arange(CHAIN)[None, :]  # input token index per step
-        tok = np.concatenate([s.tokens, np.zeros(CHAIN + 1, np.int64)])
-        inputs.append(tok[idx])
         ok = idx + 1 < n
-        tgt = np.where(ok, t2d[tok[idx + 1]], IGNORE)
-        targets.append(tgt)
+        safe = np.minimum(idx, n - 1)
+        inputs.append(s.tokens[safe])
+        targets.append(np.where(ok, t2d[s.tokens[np.minimum(idx + 1, n - 1)]], IGNORE))
         real.append(ok)
+        ids = t2d[s.top_ids[safe]]  # [n_t, CHAIN, TOP]
+        soft_ids.append(np.where(ok[:, :, None] & (ids != IGNORE), ids, -1).astype(np.int32))
+        soft_logits.append(s.top_logits[safe].astype(np.float16))
     return Samples(np.concatenate(feats), np.concatenate(inputs), np.concatenate(targets),
-                   np.concatenate(real))
+                   np.concatenate(real), np.concatenate(soft_ids), np.concatenate(soft_logits))
+
+
+def soft_loss(logits, ids, values):
+    """Cross-entropy of the head's logits against the base's distribution over its TOP
+    likeliest tokens that the draft vocabulary holds (renormalised); rows with none are
+    skipped. `ids` [B, TOP] draft indices (-1: outside), `values` their base logits."""
+    import torch
+
+    valid = ids >= 0
+    keep = valid.any(-1)
+    if not bool(keep.any()):
+        return None
+    logq = torch.log_softmax(logits[keep], -1)
+    v = torch.where(valid[keep], values[keep], torch.full_like(values[keep], -1e9))
+    p = torch.softmax(v, -1)
+    picked = torch.gather(logq, 1, ids[keep].clamp(min=0))
+    return -(p * picked * valid[keep]).sum(-1).mean()
 
 
 def torch_head(hidden: int, intermediate: int, lm_rows: np.ndarray, out_norm: np.ndarray,
@@ -146,7 +171,8 @@ def chain_hits(head, feats, inputs, targets, real, embed, batch: int = 1024) -> 
 
 
 def fit(head, train: Samples, held: Samples, embed: Callable[[np.ndarray], np.ndarray], *,
-        epochs: int, batch: int = 256, lr: float = 2e-3, seed: int = 0,
+        epochs: int, batch: int = 256, lr: float = 2e-3, weight_decay: float = 0.01,
+        seed: int = 0,
         on_batch: Callable[[int, int, float], None] | None = None) -> FitReport:
     """Fit `head` to `train` by AdamW with a cosine schedule; `embed(ids) -> [n, H]` float32
     gives the base's embedding rows. `on_batch(done, total, loss)` after each batch."""
@@ -154,7 +180,7 @@ def fit(head, train: Samples, held: Samples, embed: Callable[[np.ndarray], np.nd
 
     rng = np.random.default_rng(seed)
     params = [p for p in head.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
     steps = epochs * math.ceil(len(train) / batch)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * s / steps)))
@@ -166,14 +192,19 @@ def fit(head, train: Samples, held: Samples, embed: Callable[[np.ndarray], np.nd
             i = order[lo:lo + batch]
             f = torch.tensor(train.features[i].astype(np.float32))
             tgt = torch.tensor(train.targets[i])
+            sid = torch.tensor(train.soft_ids[i].astype(np.int64))
+            sval = torch.tensor(train.soft_logits[i].astype(np.float32))
             u = head.fused(f)
             loss = torch.zeros(())
             for j in range(CHAIN):
                 g = head.advance(u, torch.tensor(embed(train.inputs[i, j])))
-                step = torch.nn.functional.cross_entropy(head.logits(g), tgt[:, j],
-                                                         ignore_index=IGNORE)
-                if torch.isfinite(step):  # a batch may hold no target for a late step
-                    loss = loss + STEP_WEIGHTS[j] * step
+                logits = head.logits(g)
+                hard = torch.nn.functional.cross_entropy(logits, tgt[:, j], ignore_index=IGNORE)
+                if torch.isfinite(hard):  # a batch may hold no target for a late step
+                    loss = loss + STEP_WEIGHTS[j] * hard
+                soft = soft_loss(logits, sid[:, j], sval[:, j])
+                if soft is not None:
+                    loss = loss + STEP_WEIGHTS[j] * soft
                 u = g
             opt.zero_grad()
             loss.backward()

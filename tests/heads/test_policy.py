@@ -265,3 +265,24 @@ def test_P6_the_head_is_told_the_confidence_a_draft_needs():
     onebit.run(ToyBase(), PolicyHead(dear, costs=MIDDLING), PROMPT, max_tokens=N, k=4)
     assert cheap.stops[-1] == 0.0
     assert dear.stops[-1] >= 0.6
+
+
+def test_P6_a_sure_head_is_asked_only_while_its_sure_drafts_pay_for_its_own_time():
+    """The decision to ask a confident head weighs its measured time per proposal against
+    what its first drafts have been worth: with sure drafts that pay and a cheap head it is
+    asked; when it is rarely sure, or its own time eats the gain, it is not."""
+    base, oracle = toy_and_oracle()
+    policy = PolicyHead(SureWhenRight(oracle, lambda p: True), max_k=4)
+    policy.cost = {1: 1.0, 2: 1.3}
+    sure, unsure = len(policy.first_bins) - 1, 0
+    policy.bin_hits[:] = policy.bin_trials * 0.05
+    policy.bin_hits[sure] = policy.bin_trials[sure] * 0.95
+    policy.first_bins[:] = 0.0
+    policy.first_bins[sure], policy.first_bins[unsure] = 0.5, 0.5
+    assert policy.worth_asking_sure()  # half the rounds gain 0.95 tokens for 0.3 more time
+    policy.head_seconds.extend([0.5] * 3)
+    assert not policy.worth_asking_sure()  # ...but not when asking costs half a step
+    policy.head_seconds.clear()
+    policy.first_bins[sure], policy.first_bins[unsure] = 0.05, 0.95
+    policy.head_seconds.extend([0.05] * 3)
+    assert not policy.worth_asking_sure()  # rarely sure: the asking costs more than it brings

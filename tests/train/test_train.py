@@ -1,0 +1,125 @@
+"""Training a draft head (`onebit.train`): the samples line up with what drafting reads, the draft
+vocabulary is the most used tokens, fitting learns, and what is saved drafts in the engine as it
+did in torch. On a fabricated target (no tokenizer needed: the data is made from token ids)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import onebit
+from onebit.heads.eagle import EagleConfig, EagleHead, load_eagle
+from onebit.models import fabricate_model, load_model
+from onebit.train import data, fit
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    return load_model(fabricate_model(tmp_path_factory.mktemp("qwen3"), "qwen3",
+                                      quantized=False))
+
+
+def greedy_sequence(target, prompt, n, taps):
+    result = onebit.greedy(target, prompt, max_tokens=n)
+    return data.sequence_of(target, list(prompt) + list(result.tokens), len(prompt), taps)
+
+
+def test_samples_line_up_with_what_drafting_reads():
+    """Sample t reads the rows at t; chain step j reads token t + 1 + j and targets token
+    t + 2 + j and the base's scores at t + 1 + j; steps past the end are not real."""
+    tokens = np.arange(10, 20)
+    t_count = len(tokens)
+    feats = np.arange(t_count, dtype=np.float16)[:, None, None] * np.ones((1, 3, 4), np.float16)
+    top_ids = np.tile(np.arange(data.TOP, dtype=np.int32), (t_count, 1))
+    top_ids[:, 0] = tokens[np.minimum(np.arange(t_count) + 1, t_count - 1)]
+    top_logits = np.zeros((t_count, data.TOP), np.float32) + np.arange(t_count)[:, None]
+    seq = data.Sequence(tokens, 4, feats, top_ids, top_logits)
+    d2t = np.arange(64)
+    s = fit.samples_of([seq], d2t, 64)
+    first = 3  # the last prompt token
+    assert len(s) == t_count - 2 - first
+    assert s.features[0, 0, 0] == first
+    assert list(s.inputs[0]) == [14, 15, 16, 17]
+    assert list(s.targets[0]) == [15, 16, 17, 18]
+    last = len(s) - 1  # t = 7: only step 0 is real (its target, token 9, is the last)
+    assert list(s.real[last]) == [True, False, False, False]
+    assert list(s.targets[last]) == [19, fit.IGNORE, fit.IGNORE, fit.IGNORE]
+    assert list(s.inputs[last][:1]) == [18]
+    assert s.soft_logits[0, 2, 0] == first + 1 + 2  # the base's scores at t + 1 + j
+    assert (s.soft_ids[last, 1:] == -1).all()
+
+
+def test_draft_vocabulary_is_the_most_used_answer_tokens():
+    """The d2t map holds the `size` tokens the answers use most (prompt tokens do not count;
+    ties go to the lower id), sorted by id, and coverage counts answer tokens inside it."""
+    z = np.zeros((1, 3, 2), np.float16)
+
+    def seq(tokens, start):
+        n = len(tokens)
+        return data.Sequence(np.asarray(tokens), start, np.repeat(z, n, 0),
+                             np.zeros((n, data.TOP), np.int32),
+                             np.zeros((n, data.TOP), np.float32))
+
+    seqs = [seq([1, 1, 1, 1, 7, 7, 5, 9], 4), seq([2, 9, 9, 5], 1)]
+    d2t = data.draft_vocabulary(seqs, 2, 16)
+    assert list(d2t) == [5, 9]  # 9 three times, then 5 and 7 twice: 5 wins the tie
+    assert data.coverage(seqs, d2t) == pytest.approx(5 / 7)
+    with pytest.raises(ValueError, match="draft vocabulary size"):
+        data.draft_vocabulary(seqs, 0, 16)
+
+
+def test_fitting_learns_and_the_saved_head_drafts_as_it_did_in_torch(target, tmp_path):
+    """A head fitted on the target's greedy answers gets most first drafts right on them
+    (an unfitted one almost none), and the engine's head loaded from what was saved, with
+    float products, drafts the same tokens as the torch chain on the same rows."""
+    from onebit.heads.eagle import default_taps, save_eagle
+    from onebit.train.recipe import head_tensors
+
+    taps = default_taps(target.layer_count)
+    seqs = [greedy_sequence(target, [3 + i, 50 + i, 7], 24, taps) for i in range(6)]
+    d2t = data.draft_vocabulary(seqs, 128, target.vocab_size)
+    samples = fit.samples_of(seqs, d2t, target.vocab_size)
+    lm = np.asarray(target.weights.get(target.weights.lm_head_name())[d2t], np.float32)
+    ones = np.ones((1, target.hidden_size), np.float32)
+    out_norm = np.asarray(target.final_norm(ones)[0] * np.sqrt(1 + target.config.rms_norm_eps),
+                          np.float32)
+
+    def embed(ids):
+        return np.stack([np.asarray(target.embed_row(int(t)), np.float32) for t in ids])
+
+    head = fit.torch_head(target.hidden_size, 64, lm, out_norm,
+                          eps=target.config.rms_norm_eps, seed=0)
+    head.d2t = d2t
+    before = fit.chain_hits(head, samples.features, samples.inputs, samples.targets,
+                            samples.real, embed)[:, 0].mean()
+    report = fit.fit(head, samples, samples, embed, epochs=10, batch=32, lr=3e-3)
+    assert report.epochs[-1] < report.epochs[0]
+    assert report.cumulative[0] > 0.7 > before + 0.4
+
+    config = EagleConfig(target.hidden_size, 64, len(d2t), target.vocab_size,
+                         target.layer_count, taps, float(target.config.rms_norm_eps),
+                         "fabricated", "0" * 64)
+    path = save_eagle(tmp_path / "h", config, head_tensors(head, d2t))
+    engine = EagleHead(*load_eagle(path), target, quantise=False)
+    s = seqs[0]
+    t = s.answer_start - 1
+    target.reset()
+    engine.reset()
+    prefix = [int(x) for x in s.tokens[: t + 1]]
+    target.verify(prefix, 0)
+    target.commit_verify(len(prefix))
+    engine.commit_rows(prefix, target.last_hidden_rows(), len(prefix))
+    drafted = engine.propose(int(s.tokens[t + 1]), t + 1, 3, None)
+    index = 0  # sample 0 of sequence 0 is position t
+    f = samples.features[index: index + 1]
+    u = head.fused(torch.tensor(f.astype(np.float32)))
+    tok, chain = samples.inputs[index: index + 1, 0], []
+    with torch.no_grad():
+        for _ in range(3):
+            g = head.advance(u, torch.tensor(embed(tok)))
+            pick = int(head.logits(g).argmax(-1)[0])
+            chain.append(int(d2t[pick]))
+            u, tok = g, np.array([d2t[pick]])
+    assert drafted == chain
