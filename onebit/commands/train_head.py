@@ -32,10 +32,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--out", help="the head's directory (default: $ONEBIT_HOME/heads/"
                         "<file>-<sha256 prefix>, where generate finds it)")
     parser.add_argument("--prompts", type=positive("--prompts"), default=d.prompts,
-                        help=f"prompts the base answers (default {d.prompts})")
+                        help=f"training prompts the base answers (default {d.prompts})")
     parser.add_argument("--held-out", type=positive("--held-out"), default=d.held_out,
-                        help=f"of them, kept out of training to measure on (default "
-                        f"{d.held_out})")
+                        help=f"held-out prompts (written apart from the training ones) the "
+                        f"acceptance is measured on (default and most: {d.held_out})")
     parser.add_argument("--max-tokens", type=positive("--max-tokens"), default=d.max_tokens,
                         help=f"the longest answer (default {d.max_tokens})")
     parser.add_argument("--draft-vocab", type=positive("--draft-vocab"), default=d.draft_vocab,

@@ -118,24 +118,133 @@ FACTS = [
     "Why do we dream?", "What is the difference between a virus and a bacterium?",
 ]
 COUNTS = ["three", "four", "five", "six", "seven"]
+HOW_TO = [
+    "How do I {}?", "What are the steps to {}?", "Walk me through how to {}.",
+    "What is the easiest way to {}?",
+]
+TASKS = [
+    "change a flat tyre on a bicycle", "make a budget spreadsheet", "brew good coffee at home",
+    "clean a cast iron pan", "write a haiku", "set up a fish tank", "tie a tie",
+    "back up the photos on my computer", "plant a tree", "make pancakes from scratch",
+    "prepare for a long hike", "remove a coffee stain from a shirt", "learn to touch type",
+    "start running in the morning", "write a good thank-you note", "fold a paper airplane",
+]
+COMPARE = [
+    "What is the difference between {} and {}?", "Compare {} and {} in a few sentences.",
+    "Which is better for a beginner, {} or {}?",
+]
+PAIRS = [
+    ("a cat", "a dog"), ("tea", "coffee"), ("renting", "buying a home"), ("a lake", "a sea"),
+    ("Python", "JavaScript"), ("a virus", "a bacterium"), ("butter", "margarine"),
+    ("a novel", "a short story"), ("a laptop", "a tablet"), ("walking", "cycling"),
+    ("a frog", "a toad"), ("weather", "seasons"), ("a debit card", "a credit card"),
+]
+CREATIVE = [
+    "Write a short story about {}.", "Write a four-line poem about {}.",
+    "Describe {} as if you were a tour guide.", "Write a children's story about {}.",
+    "Tell me a joke about {}.",
+]
+THINGS = [
+    "a lighthouse", "a lost kitten", "the first snow of winter", "a busy market",
+    "a robot learning to cook", "an old oak tree", "a rainy Monday", "a dragon who is afraid",
+    "a library at night", "a trip to the moon", "a summer festival", "a friendly ghost",
+]
+PROS_CONS = [
+    "What are the pros and cons of {}?", "Should I consider {}? Give me both sides.",
+]
+CHOICES = [
+    "working from home", "electric scooters", "homeschooling", "a four-day work week",
+    "living in a big city", "buying a used car", "learning online", "keeping chickens",
+]
+MEANING = ["What does the word '{}' mean?", "Use the word '{}' in three sentences."]
+WORDS = ["ephemeral", "resilient", "meticulous", "serendipity", "ambiguous", "nostalgia",
+         "pragmatic", "curious", "frugal", "eloquent"]
+PLAN = ["Plan a relaxing day in {}.", "Suggest an itinerary for three days in {}.",
+        "What should a visitor eat in {}?"]
+PLACES = ["Rome", "Tokyo", "a small mountain village", "London", "the countryside",
+          "Barcelona", "New York", "a seaside town"]
+
+
+def _categories() -> list[list[str]]:
+    """Every category's prompts, each list in a fixed order."""
+    dialogue = [DIALOGUE[0].format(a, PEOPLE[(i * 3 + 1) % len(PEOPLE)], t)
+                for i, (a, t) in enumerate((a, t) for a in PEOPLE for t in TOPICS)
+                if a != PEOPLE[(i * 3 + 1) % len(PEOPLE)]]
+    return [
+        [f.format(s) for f in ADVICE for s in ADVICE_SUBJECTS],
+        [f.format(s) for f in EXPLAIN for s in EXPLAIN_SUBJECTS],
+        [f.format(s) for f in CODE for s in CODE_SUBJECTS],
+        [f.format(n, s) for f in LISTS for s in LIST_SUBJECTS
+         for n in COUNTS[(len(s) % 3):][:2]],
+        [f.format(s) for f in WRITE for s in WRITE_SUBJECTS],
+        dialogue,
+        [f.format(s) for f in SUMMARY for s in STORIES],
+        [f.format(s) for f in TRANSLATE for s in SENTENCES],
+        [f.format(s) for f in REWRITE for s in ROUGH],
+        list(FACTS),
+        [f.format(s) for f in HOW_TO for s in TASKS],
+        [f.format(a, b) for f in COMPARE for a, b in PAIRS],
+        [f.format(s) for f in CREATIVE for s in THINGS],
+        [f.format(s) for f in PROS_CONS for s in CHOICES],
+        [f.format(s) for f in MEANING for s in WORDS],
+        [f.format(s) for f in PLAN for s in PLACES],
+    ]
 
 
 def chat_prompts(seed: int = 0) -> list[str]:
-    """Every training prompt, shuffled by `seed` (the same list for the same seed)."""
-    prompts: list[str] = []
-    prompts += [f.format(s) for f in ADVICE for s in ADVICE_SUBJECTS]
-    prompts += [f.format(s) for f in EXPLAIN for s in EXPLAIN_SUBJECTS]
-    prompts += [f.format(s) for f in CODE for s in CODE_SUBJECTS]
-    prompts += [f.format(n, s) for f in LISTS for s in LIST_SUBJECTS
-                for n in COUNTS[(len(s) % 3):][:2]]
-    prompts += [f.format(s) for f in WRITE for s in WRITE_SUBJECTS]
-    prompts += [DIALOGUE[0].format(a, b, t) for i, (a, t) in enumerate(
-        (a, t) for a in PEOPLE for t in TOPICS) for b in [PEOPLE[(i * 3 + 1) % len(PEOPLE)]]
-        if a != b]
-    prompts += [f.format(s) for f in SUMMARY for s in STORIES]
-    prompts += [f.format(s) for f in TRANSLATE for s in SENTENCES]
-    prompts += [f.format(s) for f in REWRITE for s in ROUGH]
-    prompts += FACTS
-    unique = sorted(set(prompts))
-    random.Random(seed).shuffle(unique)
-    return unique
+    """Every training prompt, in an order fixed by `seed`: each category shuffled, then taken
+    in turn, one from each, so any first n prompts cover every kind of request alike."""
+    rng = random.Random(seed)
+    queues = []
+    for category in _categories():
+        items = sorted(set(category))
+        rng.shuffle(items)
+        queues.append(items)
+    out: list[str] = []
+    seen: set[str] = set()
+    while any(queues):
+        for q in queues:
+            if q:
+                item = q.pop()
+                if item not in seen:
+                    seen.add(item)
+                    out.append(item)
+    return out
+
+
+#: Held out: prompts written apart from the forms and subjects above, so the acceptance
+#: measured on them says how the head does on requests unlike those it was trained on.
+HELD_OUT = [
+    "My sourdough starter smells like nail polish. Is that normal?",
+    "Can you help me name my new bakery?",
+    "Explain what a mortgage is to a teenager.",
+    "Write a Python class for a simple bank account with deposit and withdraw methods.",
+    "What should I consider when choosing a first telescope?",
+    "Describe the life cycle of a butterfly.",
+    "Draft a toast for my sister's wedding.",
+    "What are some good stretches after sitting all day?",
+    "Why do some people get seasick and others do not?",
+    "Give me a weekly meal plan for a vegetarian.",
+    "How does a bill become a law?",
+    "Write a limerick about a forgetful wizard.",
+    "What is the Pythagorean theorem, with an example?",
+    "I have an interview for a barista job tomorrow. What might they ask?",
+    "Explain how noise-cancelling headphones work.",
+    "Summarize the main causes of the French Revolution.",
+    "Write a SQL query that finds the ten most recent orders.",
+    "How can I make my small balcony feel cosy?",
+    "What's a polite way to decline a party invitation?",
+    "Translate into Portuguese: The children are playing in the garden.",
+    "Why is it important to sleep before an exam?",
+    "Describe a typical day for a medieval blacksmith.",
+    "How do solar panels turn light into electricity?",
+    "Write a product description for a reusable water bottle.",
+    "What are the rules of chess for the knight and the bishop?",
+    "Give me ideas for a science fair project about plants.",
+    "Explain recursion with a simple example in Python.",
+    "What is the best way to learn to draw faces?",
+    "How do I politely ask my neighbour to turn down their music?",
+    "Tell me about the history of the bicycle.",
+    "What happens to the body during a fever?",
+    "Write a short motivational message for someone starting a new job.",
+]

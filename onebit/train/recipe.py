@@ -1,8 +1,9 @@
 """`train_head`: the whole recipe, from a base file to a head directory under
 `$ONEBIT_HOME/heads/`: distil, choose the draft vocabulary, fit, measure, save.
 
-1. The base answers `prompts` prompts greedily (onebit.train.data.distil); the last
-   `held_out` of them are kept out of training.
+1. The base answers `prompts` training prompts and `held_out` of the held-out ones
+   (`prompts.HELD_OUT`, written apart from the training forms and subjects) greedily
+   (onebit.train.data.distil).
 2. The draft vocabulary is the `draft_vocab` tokens the base uses most in the training answers.
 3. The head is fitted (onebit.train.fit) for `epochs` epochs, seeded, on torch's CPU threads.
 4. Acceptance on the held-out answers, per chain position, is measured with the head's greedy
@@ -20,14 +21,14 @@ import numpy as np
 
 from onebit.heads.eagle import EagleConfig, cached_head_dir, file_sha256, save_eagle
 from onebit.train import data, fit
-from onebit.train.prompts import chat_prompts
+from onebit.train.prompts import HELD_OUT, chat_prompts
 
 
 @dataclass
 class Recipe:
-    """What `train_head` does; the defaults fit in about 20 minutes on two cores."""
+    """What `train_head` does; the defaults take about 20 minutes on two cores."""
 
-    prompts: int = 320
+    prompts: int = 352
     held_out: int = 32
     max_tokens: int = 160
     draft_vocab: int = 8192
@@ -44,9 +45,10 @@ class Recipe:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if not 1 <= self.held_out < self.prompts:
-            raise ValueError(f"held_out must be in [1, prompts - 1 = {self.prompts - 1}], got "
-                             f"{self.held_out!r}")
+        if (isinstance(self.held_out, bool) or not isinstance(self.held_out, int)
+                or not 1 <= self.held_out <= len(HELD_OUT)):
+            raise ValueError(f"held_out must be in [1, {len(HELD_OUT)}] (the held-out prompts), "
+                             f"got {self.held_out!r}")
         if self.prompts > len(chat_prompts()):
             raise ValueError(f"prompts is {self.prompts}; the prompt set holds "
                              f"{len(chat_prompts())}")
@@ -83,7 +85,7 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
     torch.set_num_threads(recipe.threads)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    prompts = chat_prompts(recipe.seed)[: recipe.prompts]
+    prompts = chat_prompts(recipe.seed)[: recipe.prompts] + HELD_OUT[: recipe.held_out]
     taps = data.default_taps(model.layer_count)
     bar = progress("distil", len(prompts)) if progress else None
     sequences = data.distil(model, prompts, max_tokens=recipe.max_tokens, taps=taps,
