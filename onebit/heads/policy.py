@@ -171,6 +171,8 @@ class PolicyHead:
         # t1 sits at pos; draft i is for pos + i. Scored once the text reaches those positions.
         self.pending.append((pos + 1, tokens, 0, bins))
         j = self.best_length(len(tokens), bins)
+        if not self.fixed and 1 not in self.cost and len(self.sent) >= 2:
+            j = 0  # a plain step's cost is what every width is weighed against: measure it
         if q is not None:
             return self._send(Drafts(tokens[:j], np.asarray(q)[:j]), j + 1)
         return self._send(tokens[:j], j + 1)
@@ -183,10 +185,18 @@ class PolicyHead:
         return (self.hits + PRIOR_HITS) / (self.trials + PRIOR_TRIALS)
 
     def price(self, rows: int) -> float:
-        """`cost[rows]`: measured, or the prior from the plain step's cost."""
+        """`cost[rows]`: measured, or the prior from the plain step's cost (itself inferred,
+        by the same prior, from the narrowest width measured when no plain step has been)."""
         if rows in self.cost:
             return self.cost[rows]
-        return self.cost.get(1, 1.0) * (1.0 + self.row_cost * (rows - 1))
+        if 1 in self.cost:
+            step = self.cost[1]
+        elif self.cost:
+            n = min(self.cost)
+            step = self.cost[n] / (1.0 + self.row_cost * (n - 1))
+        else:
+            step = 1.0
+        return step * (1.0 + self.row_cost * (rows - 1))
 
     def bin_acceptance(self) -> np.ndarray:
         """Per confidence bin, the chance a draft of that confidence is accepted (given the

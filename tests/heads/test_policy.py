@@ -286,3 +286,19 @@ def test_P6_a_sure_head_is_asked_only_while_its_sure_drafts_pay_for_its_own_time
     policy.first_bins[sure], policy.first_bins[unsure] = 0.05, 0.95
     policy.head_seconds.extend([0.05] * 3)
     assert not policy.worth_asking_sure()  # rarely sure: the asking costs more than it brings
+
+
+def test_P3_a_head_that_always_drafts_still_gets_its_plain_step_measured():
+    """A head sure of every draft would otherwise be sent a draft every round, and the plain
+    step's cost, which every width is weighed against, would stay a prior: the policy sends
+    one plain round early to measure it, and until then infers it from the narrowest width
+    measured rather than from an arbitrary unit."""
+    base, oracle = toy_and_oracle()
+    ticks = iter(range(10**6))
+    policy = PolicyHead(SureWhenRight(oracle, lambda p: True), clock=lambda: next(ticks) * 1e-3)
+    policy.cost = {3: 0.002}
+    assert policy.price(1) == pytest.approx(0.002 / (1 + 2 * policy.row_cost))
+    policy._forget()
+    onebit.run(base, policy, PROMPT, max_tokens=N, k=2)
+    assert 1 in policy.cost
+    assert 0 in policy.sent[:4]
