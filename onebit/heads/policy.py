@@ -59,6 +59,8 @@ DECAY = 0.9
 #: the prior on each slot's acceptance: `PRIOR_HITS` hits in `PRIOR_TRIALS` trials
 PRIOR_HITS = 1.0
 PRIOR_TRIALS = 2.0
+#: how many plain rounds are timed before a head that always drafts is sent drafts again
+PLAIN_SAMPLES = 3
 #: a confidence bin's decay: slower than a slot's, since each bin sees a share of the drafts
 #: (memory of about 50 outcomes a bin)
 BIN_DECAY = 0.98
@@ -171,7 +173,7 @@ class PolicyHead:
         # t1 sits at pos; draft i is for pos + i. Scored once the text reaches those positions.
         self.pending.append((pos + 1, tokens, 0, bins))
         j = self.best_length(len(tokens), bins)
-        if not self.fixed and 1 not in self.cost and len(self.sent) >= 2:
+        if self._plain_due():
             j = 0  # a plain step's cost is what every width is weighed against: measure it
         if q is not None:
             return self._send(Drafts(tokens[:j], np.asarray(q)[:j]), j + 1)
@@ -229,6 +231,18 @@ class PolicyHead:
             if accepted > need:
                 return float(edge)
         return float(CONFIDENCE_BINS[-2])
+
+    def _plain_due(self) -> bool:
+        """Whether this round must be a plain step so that cost[1] stays measured: until it
+        has PLAIN_SAMPLES times, then once every `probe_every` rounds without one (a head
+        that always drafts would otherwise leave it to one early, and maybe slow, round)."""
+        if self.fixed or len(self.sent) < 2:
+            return False
+        plain = self.seconds.get(1, ())
+        if len(plain) < PLAIN_SAMPLES:
+            return True
+        since = next((i for i, n in enumerate(reversed(self.sent)) if n == 0), len(self.sent))
+        return since >= self.probe_every
 
     def head_cost(self) -> float:
         """The head's own time per proposal (median of the latest), 0 with fixed costs."""
