@@ -17,18 +17,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-PROMPTS = [
-    "Give me three tips for sleeping better.",
-    "Explain how a refrigerator keeps food cold.",
-    "Write a short email asking my manager for a day off on Friday.",
-    "What is a good recipe for a simple tomato soup?",
-    "Summarize the plot of Romeo and Juliet in a few sentences.",
-    "Write a Python function that checks whether a number is prime.",
-    "How do I stay motivated when learning a new language?",
-    "Explain the difference between weather and climate.",
-    "List five things to pack for a weekend camping trip.",
-    "Why is the sky blue?",
-]
+# the same ten chat prompts as policy_ab.py (none of them in onebit/train/prompts.py)
+from policy_ab import PROMPTS  # noqa: E402 (benchmarks/ is the script's own folder)
 
 
 class Scored:
