@@ -15,13 +15,13 @@ only they are targets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence as Seq
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
 import numpy as np
 
 from onebit.heads.eagle import default_taps  # noqa: F401 (the recipe reads it here)
-
 
 #: how many of the base's likeliest next tokens are kept per position, with their logits: the
 #: soft targets a head is distilled on (the rest of the distribution is too small to matter)

@@ -14,7 +14,8 @@ base's own lm_head reads as the right token.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence as Seq
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass
 
 import numpy as np

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,9 +46,9 @@ def test_train_head_saves_a_head_that_generate_finds_and_drafts_with(home):
     path = done.stdout.strip().splitlines()[-1]
     assert path.startswith(str(home / "heads" / "SmolLM2-135M-Instruct.Q4_1.gguf-"))
     assert "held-out acceptance per draft position" in done.stderr
-    config = json.loads(open(os.path.join(path, "config.json")).read())
-    from onebit.hub import skip_unless_cached
+    config = json.loads(Path(path, "config.json").read_text())
     from onebit.heads.eagle import file_sha256
+    from onebit.hub import skip_unless_cached
 
     assert config["base_sha256"] == file_sha256(skip_unless_cached("smollm2"))
     assert len(config["trained"]["acceptance_conditional"]) == 4
