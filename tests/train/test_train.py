@@ -70,6 +70,7 @@ def test_draft_vocabulary_is_the_most_used_answer_tokens():
         data.draft_vocabulary(seqs, 0, 16)
 
 
+@pytest.mark.slow  # torch's first optimiser step and ten epochs: half a minute on two cores
 def test_fitting_learns_and_the_saved_head_drafts_as_it_did_in_torch(target, tmp_path):
     """A head fitted on the target's greedy answers gets most first drafts right on them
     (an unfitted one almost none), and the engine's head loaded from what was saved, with
