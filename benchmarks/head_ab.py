@@ -15,10 +15,10 @@ ordinary chat requests, none of them in the training set (onebit/train/prompts.p
 from __future__ import annotations
 
 import argparse
-import statistics
 
 # the same ten chat prompts as policy_ab.py (none of them in onebit/train/prompts.py)
-from policy_ab import PROMPTS  # noqa: E402 (benchmarks/ is the script's own folder)
+# and its A B C .. table
+from policy_ab import PROMPTS, alternate  # noqa: E402 (benchmarks/ is the script's own folder)
 
 
 class Scored:
@@ -67,7 +67,6 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=3, help="drafts a round for the bare heads")
     args = parser.parse_args()
 
-    import onebit
     from onebit.heads import NgramHead
     from onebit.heads.policy import PolicyHead
     from onebit.text.generate import auto_head, trained_head
@@ -85,32 +84,7 @@ def main() -> None:
         "trained": (scored, args.k),
         "auto": (auto_head(model), trained.k),  # the default: trained head under the policy
     }
-    onebit.generate(model, "Hello", max_tokens=8)  # compile / warm
-    names = [a for a in arms if a != "plain"]
-    print(f"| prompt | {' | '.join(a + ' / plain' for a in names)} | plain tok/s | same text |")
-    print(f"|---|{'---|' * len(names)}---|---|")
-    all_ratios = {a: [] for a in names}
-    for i, prompt in enumerate(PROMPTS[: args.prompts]):
-        speed = {a: [] for a in arms}
-        texts = {}
-        for _ in range(args.rounds):
-            for name, (head, k) in arms.items():
-                gen = onebit.generate(model, prompt, max_tokens=args.tokens, head=head, k=k)
-                speed[name].append(gen.decode_tokens_per_second)
-                texts.setdefault(name, gen.text)
-                assert gen.text == texts[name]
-        same = all(t == texts["plain"] for t in texts.values())
-        cells = []
-        for name in names:
-            ratios = [s / p for s, p in zip(speed[name], speed["plain"], strict=True)]
-            all_ratios[name].append(statistics.median(ratios))
-            cells.append(f"{statistics.median(ratios):.2f} [{min(ratios):.2f} .. "
-                         f"{max(ratios):.2f}]")
-        print(f"| {i + 1} | {' | '.join(cells)} | {statistics.median(speed['plain']):.0f} | "
-              f"{'yes' if same else 'NO'} |", flush=True)
-    for name, ratios in all_ratios.items():
-        print(f"{name}: median {statistics.median(ratios):.2f}, worst {min(ratios):.2f}, "
-              f"best {max(ratios):.2f}")
+    alternate(model, PROMPTS[: args.prompts], arms, rounds=args.rounds, tokens=args.tokens)
     acc = [h / t if t else 0.0 for h, t in zip(scored.hits, scored.trials, strict=True)]
     print("trained head's acceptance per draft position (given the earlier ones right):",
           ", ".join(f"{a:.1%} of {t}" for a, t in zip(acc, scored.trials, strict=True)))

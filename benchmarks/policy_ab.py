@@ -27,38 +27,31 @@ PROMPTS = [
 ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--tokens", type=int, default=160)
-    parser.add_argument("--prompts", type=int, default=len(PROMPTS))
-    args = parser.parse_args()
-
+def alternate(model, prompts, arms, *, rounds: int, tokens: int) -> None:
+    """Decode each prompt with every arm in turn (`arms`: name -> (head, k), "plain" among
+    them), `rounds` times, and print the table of each arm's decode tokens/s over plain's
+    (median and [min .. max] of the rounds), whether every arm's text was plain's, and each
+    arm's median, worst and best over the prompts. Any arm whose text changes between its own
+    rounds stops the run."""
     import onebit
-    from onebit.heads import NgramHead
-    from onebit.heads.policy import PolicyHead
-    from onebit.text.load import load_text_model
 
-    model = load_text_model(None, kernel="int8")
-    policy = PolicyHead(NgramHead(n=3, k=8))
-    arms = {"plain": None, "ngram": NgramHead(n=3, k=8), "policy": policy}
     onebit.generate(model, "Hello", max_tokens=8)  # compile / warm
-    print(f"| prompt | {' | '.join(a + ' / plain' for a in arms if a != 'plain')} | "
-          "plain tok/s | same text |")
-    print(f"|---|{'---|' * (len(arms) - 1)}---|---|")
-    all_ratios = {a: [] for a in arms if a != "plain"}
-    for i, prompt in enumerate(PROMPTS[: args.prompts]):
+    names = [a for a in arms if a != "plain"]
+    print(f"| prompt | {' | '.join(a + ' / plain' for a in names)} | plain tok/s | same text |")
+    print(f"|---|{'---|' * len(names)}---|---|")
+    all_ratios = {a: [] for a in names}
+    for i, prompt in enumerate(prompts):
         speed = {a: [] for a in arms}
         texts = {}
-        for _ in range(args.rounds):
-            for name, head in arms.items():
-                gen = onebit.generate(model, prompt, max_tokens=args.tokens, head=head, k=7)
+        for _ in range(rounds):
+            for name, (head, k) in arms.items():
+                gen = onebit.generate(model, prompt, max_tokens=tokens, head=head, k=k)
                 speed[name].append(gen.decode_tokens_per_second)
                 texts.setdefault(name, gen.text)
                 assert gen.text == texts[name]
         same = all(t == texts["plain"] for t in texts.values())
         cells = []
-        for name in all_ratios:
+        for name in names:
             ratios = [s / p for s, p in zip(speed[name], speed["plain"], strict=True)]
             all_ratios[name].append(statistics.median(ratios))
             cells.append(f"{statistics.median(ratios):.2f} [{min(ratios):.2f} .. "
@@ -66,7 +59,26 @@ def main() -> None:
         print(f"| {i + 1} | {' | '.join(cells)} | {statistics.median(speed['plain']):.0f} | "
               f"{'yes' if same else 'NO'} |", flush=True)
     for name, ratios in all_ratios.items():
-        print(f"{name}: median {statistics.median(ratios):.2f}, worst {min(ratios):.2f}")
+        print(f"{name}: median {statistics.median(ratios):.2f}, worst {min(ratios):.2f}, "
+              f"best {max(ratios):.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=160)
+    parser.add_argument("--prompts", type=int, default=len(PROMPTS))
+    args = parser.parse_args()
+
+    from onebit.heads import NgramHead
+    from onebit.heads.policy import PolicyHead
+    from onebit.text.load import load_text_model
+
+    model = load_text_model(None, kernel="int8")
+    policy = PolicyHead(NgramHead(n=3, k=8))
+    arms = {"plain": None, "ngram": NgramHead(n=3, k=8), "policy": policy}
+    alternate(model, PROMPTS[: args.prompts], {name: (head, 7) for name, head in arms.items()},
+              rounds=args.rounds, tokens=args.tokens)
     print("policy's measured cost per width (s):",
           {n: round(c * 1e3, 2) for n, c in sorted(policy.cost.items())}, "ms")
     print("policy's acceptance per slot:", [round(x, 2) for x in policy.acceptance()[1:]])

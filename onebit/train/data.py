@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onebit.heads.eagle import default_taps  # noqa: F401 (the recipe reads it here)
-
 #: how many of the base's likeliest next tokens are kept per position, with their logits: the
 #: soft targets a head is distilled on (the rest of the distribution is too small to matter)
 TOP = 32

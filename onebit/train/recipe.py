@@ -19,7 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from onebit.heads.eagle import EagleConfig, cached_head_dir, file_sha256, save_eagle
+from onebit.heads.eagle import (
+    EagleConfig,
+    cached_head_dir,
+    default_taps,
+    file_sha256,
+    save_eagle,
+)
 from onebit.train import data, fit
 from onebit.train.prompts import HELD_OUT, chat_prompts
 
@@ -86,7 +92,7 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     prompts = chat_prompts(recipe.seed)[: recipe.prompts] + HELD_OUT[: recipe.held_out]
-    taps = data.default_taps(model.layer_count)
+    taps = default_taps(model.layer_count)
     bar = progress("distil", len(prompts)) if progress else None
     sequences = data.distil(model, prompts, max_tokens=recipe.max_tokens, taps=taps,
                             on_prompt=(lambda i, n: bar.advance(1, f"{n} tokens"))
