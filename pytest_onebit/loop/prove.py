@@ -58,12 +58,17 @@ class ProveReport(Rendered):
                       docs[name].doc.split("\n")[0]) for name in failed]
         return rows
 
-    def closing_line(self) -> str:
+    def tally(self) -> tuple[int, int, int]:
+        """(passed, failed, failed as declared) over every check this report judged: the
+        closing line counts exactly what the verdict rests on."""
         c = self.combined
-        passed = c.ran - len(c.failures)
         expected = len(c.failures) - len(c.unexpected_failures)
+        return c.ran - len(c.failures), len(c.unexpected_failures), expected
+
+    def closing_line(self) -> str:
+        passed, unexpected, expected = self.tally()
         verdict = "the loop keeps the contract" if self.ok else "THE LOOP BREAKS THE CONTRACT"
-        failed = f"{len(c.unexpected_failures)} failed"
+        failed = f"{unexpected} failed"
         if expected:
             failed += f", {expected} expected failures"
         return f"{passed} passed, {failed}: {verdict} ({len(self.arms)} arms, " \

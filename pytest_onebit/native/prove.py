@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from onebit.report import Document
-from pytest_onebit.contract.report import Finding
+from pytest_onebit.contract.report import FAILED, PASSED, Finding
 from pytest_onebit.loop.prove import ProveReport, prove
 from pytest_onebit.native.faults import DOC, NAME, check_fault, fault_cases
 from pytest_onebit.native.loop import DEFAULT_TIMEOUT, native_loop
@@ -24,16 +24,28 @@ class NativeProveReport(ProveReport):
     def ok(self) -> bool:
         return super().ok and not self.fault_failures
 
-    def fault_line(self) -> str:
+    def tally(self) -> tuple[int, int, int]:
+        """The contract's counts and F1's: a loop that fails only the fault checks reads
+        `N passed, M failed`, never `0 failed` beside a failing verdict."""
+        passed, failed, expected = super().tally()
+        faults = len(self.fault_failures)
+        return passed + self.fault_cases - faults, failed + faults, expected
+
+    def check_rows(self) -> list[tuple[str, int, int, str, str]]:
+        """The contract's rows, then F1's, so the table adds up to the closing line."""
         failed = len(self.fault_failures)
-        line = f"{NAME}: {self.fault_cases - failed} passed, {failed} failed ({DOC})"
-        for f in self.fault_failures[:3]:
-            line += f"\n  {f.check} [{f.scenario}]: {f.message.splitlines()[0]}"
-        return line
+        return [*super().check_rows(),
+                (NAME, self.fault_cases - failed, failed, FAILED if failed else PASSED, DOC)]
+
+    def fault_line(self) -> str:
+        """The first fault failures, one line each (empty when F1 held)."""
+        return "\n".join(f"  {f.check} [{f.scenario}]: {f.message.splitlines()[0]}"
+                         for f in self.fault_failures[:3])
 
     def document(self) -> Document:
         doc = super().document()
-        doc.blocks.append(self.fault_line())
+        if self.fault_failures:
+            doc.blocks.append(f"{NAME} failures:\n{self.fault_line()}")
         doc.data["faults"] = {"cases": self.fault_cases,
                               "failures": [vars(f) for f in self.fault_failures]}
         doc.data["ok"] = self.ok
