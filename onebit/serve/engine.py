@@ -52,7 +52,7 @@ class Engine:
     def __init__(self, model, *, head: str = DEFAULT_HEAD, draft: str | None = None,
                  k: int | None = None, run: Callable | None = None,
                  name: str | None = None) -> None:
-        import onebit
+        from onebit.loop import run as plain_run
 
         if getattr(model, "tokenizer", None) is None:
             raise ValueError("the model carries no tokenizer (model.tokenizer)")
@@ -60,7 +60,7 @@ class Engine:
         self.head = head
         self.draft = draft
         self.k = k
-        self.run = run if run is not None else onebit.run
+        self.run = run if run is not None else plain_run
         self.name = name or str(getattr(model, "source", None) or "onebit")
         self.lock = threading.Lock()
         head_for(head, model, draft=draft, k=k)  # a head that cannot be built fails at start

@@ -158,7 +158,7 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     `on_text(piece)` gets the text as it is decoded, never half a character. The run stops at
     EOS/EOT. A prompt that leaves no room in the context is a `PromptError`.
     """
-    import onebit
+    from onebit.loop import run
 
     tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if tok is None:
@@ -190,8 +190,8 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
             on_text(piece)
         return None
 
-    result = onebit.run(model, draft_head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
-                        sampling=sampling, seed=seed, rng=rng, fallback=fallback)
+    result = run(model, draft_head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
+                 sampling=sampling, seed=seed, rng=rng, fallback=fallback)
     end = time.perf_counter()
     rest = stream.flush()
     if rest and on_text is not None:

@@ -30,12 +30,12 @@ def load_text_model(path: str | Path | None, *, progress: bool = True, **options
     """The model at `path` with its tokenizer, or with `path` None the default model
     (SmolLM2), pulled into the cache on first use. The model remembers its file
     (`source_path`): a trained draft head is found, and checked, by the file's sha256."""
-    import onebit
+    from onebit.models import load_model
 
     if path is None:
         from onebit.hub import model_path
 
         path = model_path(pull=True, progress=progress)
-    model = attach_tokenizer(onebit.load_model(path, **options), path)
+    model = attach_tokenizer(load_model(path, **options), path)
     model.source_path = Path(path)
     return model

@@ -109,13 +109,13 @@ def make_head(kind: str, target: object, *, draft: str | Path | None = None,
     if kind not in HEADS:
         raise ToolInputError(f"unknown head {kind!r}; one of {', '.join(HEADS)}")
     if kind == "perfect":
-        import onebit
         from onebit.heads import GreedyOracleHead
+        from onebit.reference import greedy
 
         texts = {}
         for i, p in enumerate(prompts, start=1):
             with refusing_faults(f"the greedy text of prompt {i} (for --head perfect)"):
-                texts[tuple(p)] = onebit.greedy(target, p, max_tokens=tokens).tokens
+                texts[tuple(p)] = greedy(target, p, max_tokens=tokens).tokens
         return GreedyOracleHead(texts)
     if kind == "ngram":
         from onebit.heads import NgramHead

@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-import onebit
 from onebit.fallback import Fallback
-from onebit.loop import RunStats
+from onebit.loop import RunStats, run
 from onebit.protocols import BaseModel, DraftHead
 from onebit.report import Document, Rendered, Table, cols
 from onebit.sampling import Sampling
@@ -193,9 +192,9 @@ def timed_runs(base: BaseModel, head: DraftHead | None, prompts: Sequence[Sequen
         clock = DecodeClock(base, len(prompt))
         arm = "plain decode" if k is None else f"k = {k}"
         with refusing_faults(f"{arm}, prompt {i}"):
-            result = onebit.run(clock, None if k is None else head, prompt, max_tokens=tokens,
-                                k=k or 0, fallback=fallback, sampling=sampling,
-                                seed=None if sampling is None else seed)
+            result = run(clock, None if k is None else head, prompt, max_tokens=tokens,
+                         k=k or 0, fallback=fallback, sampling=sampling,
+                         seed=None if sampling is None else seed)
         end = time.perf_counter()
         seconds += end - (clock.decode_start or end)
         add_stats(row.stats, result.stats)

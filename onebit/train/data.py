@@ -76,11 +76,11 @@ def distil(model, prompts: Seq[str], *, max_tokens: int, taps: tuple[int, int],
            on_prompt: Callable[[int, int], None] | None = None) -> list[Sequence]:
     """The base's greedy answer to each prompt, with its features. `on_prompt(i, answer
     length)` is told after each prompt (the progress bar)."""
-    import onebit
+    from onebit.text.generate import generate
 
     out = []
     for i, prompt in enumerate(prompts):
-        gen = onebit.generate(model, prompt, max_tokens=max_tokens)
+        gen = generate(model, prompt, max_tokens=max_tokens)
         answer = [int(t) for t in gen.result.tokens]
         tokens = [int(t) for t in gen.prompt_ids] + answer
         out.append(sequence_of(model, tokens, len(gen.prompt_ids), taps))
