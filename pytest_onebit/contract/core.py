@@ -76,12 +76,6 @@ class CaseCache:
             self._cases[key] = contract.not_applicable(target)
         return self._cases[key]
 
-    def trace(self, run: Any, scenario: Hashable) -> Any:
-        """The loop contract's trace of `run` on `scenario` (the name tests have used)."""
-        from pytest_onebit.loop.checks import LOOP
-
-        return self.case(LOOP, run, scenario)
-
 
 @dataclass
 class Failed:
