@@ -25,9 +25,9 @@ from onebit.heads.mtp import (
     MTPDraft,
     MTPHead,
     fabricate_mtp,
-    load_mtp,
     tiny_mtp_config,
 )
+from onebit.heads.mtp_load import load_mtp
 from onebit.heads.ngram import NgramHead
 from onebit.heads.oracle import GreedyOracleHead
 from onebit.heads.qwen3_5_mtp import Qwen35MTPConfig, add_own_mtp, load_own_mtp

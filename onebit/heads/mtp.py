@@ -241,24 +241,6 @@ class MTPHead(SamplingDrafter):
 # Files and fabrication
 
 
-def load_mtp(path: str | Path, target: object) -> MTPHead:
-    """An MTP head on `target` from directory `path`, either
-    - a Qwen3.5 / Qwen3-Next checkpoint with its own MTP weights (its config has
-      `mtp_num_hidden_layers`, flat or under `text_config`): only its `mtp.*` tensors are
-      read, from the shards that hold them (qwen3_5_mtp.py); or
-    - a Qwen3-style MTP draft directory (config.json + *.safetensors; names may carry a
-      `mtp.` or `model.mtp.` prefix)."""
-    from onebit.heads import qwen3_5_mtp
-
-    raw, source = checkpoint.read_config(path)
-    if qwen3_5_mtp.has_own_mtp(raw):
-        return qwen3_5_mtp.load_own_mtp(path, target, raw, source)
-    config = MTPConfig.from_dict(raw, source)
-    tensors = checkpoint.strip_prefix(checkpoint.read_tensors(path), ("model.mtp.", "mtp."))
-    dtype = getattr(target, "dtype", np.float32)
-    return MTPHead(MTPDraft(config, tensors, dtype, source=str(path)), target)
-
-
 def tiny_mtp_config(target: object, **overrides: Any) -> MTPConfig:
     """A one-layer MTP config sized for `target`."""
     fields: dict[str, Any] = dict(
