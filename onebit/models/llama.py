@@ -193,7 +193,7 @@ def tiny_llama_config(**overrides: Any) -> LlamaConfig:
 def random_llama_weights(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
     """float32 weights for every tensor the config needs (as `random_weights` draws a
     Qwen3's), biases included."""
-    from onebit.models.fabricate import draw_weight
+    from onebit.models.qwen3_fabricate import draw_weight
 
     rng = np.random.default_rng(seed)
     weights = {}

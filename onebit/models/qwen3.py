@@ -297,7 +297,7 @@ def _build(config: ModelConfig, weights: WeightStore, **options) -> Qwen3Model:
 
 
 def _family(name: str, model_types: tuple[str, ...], doc: str) -> Family:
-    from onebit.models import fabricate
+    from onebit.models import qwen3_fabricate as fabricate
 
     return Family(
         name=name,

@@ -164,7 +164,7 @@ def build(raw_config: dict[str, Any], tensors: Mapping[str, Stored], *, config_s
           q4nx_convention: str, unpack_per_token: bool | None, **options: Any):
     """`build_model` with the config and the tensors named apart in errors (`load_model`:
     the config.json file and the model directory)."""
-    from onebit.models.qwen3 import DEFAULT_MAX_BATCH_ROWS
+    from onebit.models.decoder import DEFAULT_MAX_BATCH_ROWS
 
     rows = DEFAULT_MAX_BATCH_ROWS if max_batch_rows is None else max_batch_rows
     dtype = compute_dtype(dtype)
