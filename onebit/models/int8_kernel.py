@@ -47,17 +47,14 @@ per call, not once per weight row, is made here before the range runs: the pair 
 (`pair_scales_kernel`) and lane corrections (`lane_corrections_kernel`) of the 512-bit form.
 
 The compiled kernels' on-disk names change with every edit of the files kernel_cache.SOURCES
-lists; the two generators are not listed there, so GENERATORS_DIGEST pins their bytes here: an
-edit to either stops the first compile until the digest is updated, and that edit (to this
-file) renames every cached kernel, as an edit to the generated code must.
+lists, this driver and both generators among them: an edit to the generated code renames every
+cached kernel.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
@@ -126,38 +123,11 @@ def lanes_form() -> str:
     return "portable"
 
 
-#: sha256 of int8_ir.py's then int8_source.py's bytes, first 16 hex digits (module docstring)
-GENERATORS_DIGEST = "96c36a651eec2f5e"
-GENERATORS = ("int8_ir.py", "int8_source.py")
-
-
-def generators_digest() -> str:
-    """The digest GENERATORS_DIGEST pins: of the generator modules' bytes, as they are now."""
-    here = Path(__file__).parent
-    digest = hashlib.sha256()
-    for name in GENERATORS:
-        digest.update(name.encode() + b"\0" + (here / name).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _check_generators() -> None:
-    """Refuse to compile from generators whose bytes GENERATORS_DIGEST does not pin: their
-    kernels would be cached under the names of the code they replaced (kernel_cache.py)."""
-    if not _compiled.get("generators"):
-        got = generators_digest()
-        if got != GENERATORS_DIGEST:
-            raise RuntimeError(
-                f"{' / '.join(GENERATORS)} changed: set GENERATORS_DIGEST in {__file__} to "
-                f"{got!r}, so that the cached kernels are renamed with them")
-        _compiled["generators"] = True
-
-
 def block_ops(form: str) -> dict[str, object]:
     """The numba intrinsics the kernel is written in, for lanes `form` (int8_ir.block_ops
     lists them), made once per process and form."""
     got = _compiled.get(("ops", form))
     if got is None:
-        _check_generators()
         got = _compiled[("ops", form)] = int8_ir.block_ops(form)
     return got
 

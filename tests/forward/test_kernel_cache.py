@@ -214,3 +214,26 @@ def test_compiled_stack_from_the_cache_gives_the_same_bits(tmp_path):
         saved.append(stored(Path(cache)))
     assert saved[0] == saved[1] and any("stack" in name for name in saved[0])
     assert np.array_equal(np.load(tmp_path / "compiled.npy"), np.load(tmp_path / "loaded.npy"))
+
+
+def test_every_module_a_kernel_is_generated_from_is_in_the_sources():
+    """The modules of onebit/models that the cached kernels' code comes from (the kernel
+    modules and the integer kernel's generators, read from the kernel modules' own imports)
+    are all in SOURCES: an edit to a module left out would load the kernels it replaced."""
+    import ast
+
+    models = Path(kernel_cache.__file__).parent
+    kernels = {"int8_kernel.py", "fused.py", "kernels.py", "q4nx_kernel.py"}
+    imported = set()
+    for name in kernels:
+        for node in ast.walk(ast.parse((models / name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                parts = node.module.split(".")
+                if parts[:2] == ["onebit", "models"] and len(parts) == 3:
+                    imported.add(parts[2] + ".py")
+                if node.module in ("onebit.models", "") or node.level:
+                    imported |= {a.name + ".py" for a in node.names
+                                 if (models / (a.name + ".py")).is_file()}
+    generated_from = kernels | {m for m in imported if (models / m).is_file()}
+    missing = generated_from - set(kernel_cache.SOURCES)
+    assert not missing, f"kernel_cache.SOURCES leaves out {sorted(missing)}"
