@@ -1,4 +1,5 @@
-"""The README's first two lines are the commands a newcomer runs, and CI runs them as written."""
+"""The README opens as a project's README does (its title, what it is, then a quick start) and
+the quick start's two commands are the ones a newcomer runs and CI runs as written."""
 
 from __future__ import annotations
 
@@ -9,14 +10,31 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_commands() -> list[str]:
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines[:2]]
+    """The commands of the first code block under "## Quick start"."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"^## Quick start\n\n```sh\n(.*?)^```", text, re.M | re.S)
+    assert block, "README.md has no ```sh block right under '## Quick start'"
+    return [line.strip() for line in block.group(1).splitlines() if line.strip()]
 
 
-def test_the_readme_starts_with_two_commands():
-    """Line 1 creates the venv, installs with the dev and peer extras and proves; line 2 runs
-    the non-device tests with that venv's python, on every core."""
-    install, tests = readme_commands()
+def test_the_readme_opens_with_its_title_then_the_quick_start():
+    """The first line is the title, the next paragraph says what onebit and pytest_onebit are,
+    and the quick start is the first section: a reader meets the name, the purpose and the
+    two commands before any detail."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.startswith("# onebit\n\n")
+    sections = re.findall(r"^## (.+)$", text, re.M)
+    assert sections[0] == "Quick start"
+    intro = text[len("# onebit\n\n"):text.index("## Quick start")]
+    assert "pytest_onebit" in intro and "speculative" in intro.lower()
+
+
+def test_the_quick_start_gives_two_commands():
+    """Command 1 creates the venv, installs with the dev and peer extras and proves; command 2
+    runs the non-device tests with that venv's python, on every core."""
+    commands = readme_commands()
+    assert len(commands) == 2, commands
+    install, tests = commands
     assert install.startswith("python3 -m venv .venv && .venv/bin/pip install -e")
     assert install.endswith("&& .venv/bin/onebit prove")
     assert tests.startswith('.venv/bin/python -m pytest -m "not device and not slow"')
