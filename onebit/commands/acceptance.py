@@ -79,6 +79,7 @@ def sampling_of(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
+    from onebit.progress import Progress
     from onebit.tools.acceptance import score
     from onebit.tools.inputs import (
         ToolInputError,
@@ -87,7 +88,6 @@ def main(args: argparse.Namespace) -> int:
         natural_k,
         read_prompt_ids,
     )
-    from onebit.tools.progress import Progress
     from onebit.tools.sampled_acceptance import score_sampled
 
     try:

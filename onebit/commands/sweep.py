@@ -44,8 +44,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from onebit.fallback import Fallback
+    from onebit.progress import Progress
     from onebit.tools.inputs import ToolInputError, load_target, make_head, read_prompt_ids
-    from onebit.tools.progress import Progress
     from onebit.tools.sweep import check_plot_target, parse_ks, plot, sweep
 
     try:

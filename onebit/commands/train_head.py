@@ -61,8 +61,8 @@ def main(args: argparse.Namespace) -> int:
             "head does not"))
     from onebit.commands.generate import default_kernel
     from onebit.heads.errors import DraftError
+    from onebit.progress import Progress
     from onebit.text.load import load_text_model
-    from onebit.tools.progress import Progress
     from onebit.train.recipe import Recipe, train_head
 
     try:

@@ -84,7 +84,7 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
                say: Callable[[str], None] = print, progress=None) -> Trained:
     """Train a head for `model` (loaded from `base_path`) by `recipe`; save it to `out`
     (default: `cached_head_dir(base_path)`). `progress(label, total)` makes a bar with
-    `advance(n, note)` / `close()` (onebit.tools.progress.Progress)."""
+    `advance(n, note)` / `close()` (onebit.progress.Progress)."""
     import torch
 
     recipe.check()

@@ -291,8 +291,8 @@ def test_P6_a_sure_head_is_asked_only_while_its_sure_drafts_pay_for_its_own_time
 def test_P3_a_head_that_always_drafts_still_gets_its_plain_step_measured():
     """A head sure of every draft would otherwise be sent a draft every round, and the plain
     step's cost, which every width is weighed against, would stay a prior: the policy sends
-    plain rounds early and one every `probe_every` rounds to measure it, and until then infers it from the narrowest width
-    measured rather than from an arbitrary unit."""
+    plain rounds early and one every `probe_every` rounds to measure it, and until then infers
+    it from the narrowest width measured rather than from an arbitrary unit."""
     base, oracle = toy_and_oracle()
     ticks = iter(range(10**6))
     policy = PolicyHead(SureWhenRight(oracle, lambda p: True), clock=lambda: next(ticks) * 1e-3)

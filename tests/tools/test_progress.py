@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from onebit.tools.progress import Progress
+from onebit.progress import Progress
 
 
 class Clock:
