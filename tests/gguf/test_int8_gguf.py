@@ -89,7 +89,12 @@ def test_base_contract_on_int8_path(made, matrix_type):
 
 @pytest.mark.slow
 def test_base_contract_on_smollm2_int8(smollm2):
-    """The base contract (B1..B8) holds bit for bit on SmolLM2 Q4_1 on the integer path."""
+    """The base contract (B1..B8) holds bit for bit on SmolLM2 Q4_1 on the integer path.
+
+    The base declares 16 prefill rows, not its default 64: B1 and verify_last sweep every width
+    up to the widest, each from a fresh step-through, and 64 took 530 s of CI's 90 minutes;
+    16 still spans two decode batches and several prefill tiles (the fabricated GGUFs above run
+    every width at the default)."""
     from pytest_onebit import check_base
     from pytest_onebit.base.checks import BaseSettings
 
@@ -97,7 +102,7 @@ def test_base_contract_on_smollm2_int8(smollm2):
     assert contents.tensors["model.layers.0.mlp.up_proj.weight"].kind == "q4_1"
     report = check_base(
         lambda: build_model(contents.config, contents.tensors, source=str(smollm2),
-                            kernel="int8"),
+                            kernel="int8", max_prefill_rows=16),
         settings=BaseSettings(positions=(0, 2), script_length=8, examples=2))
     assert report.ok, report.to_text()
 
