@@ -2,6 +2,7 @@
 the device rig (`pytest_onebit.device`: --onebit-device, the `device` marker and its fixtures)
 is opt-in for users, and onebit's own suite opts in here."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -9,6 +10,23 @@ import pytest
 from hypothesis import settings
 
 from pytest_onebit.contract import profiles
+
+
+def _share_the_cores_between_workers() -> None:
+    """Under xdist, give each worker's numba its share of the cores (NUMBA_NUM_THREADS, read
+    when numba launches its threads, which no test has done yet; the processes a test starts
+    inherit it). Otherwise every worker launches a thread per core: two workers on two cores
+    run four OpenMP threads, and each of the stack's parallel loops waits at its barrier for a
+    thread the other worker has descheduled. Measured on two cores, a tiny model's base
+    contract took 1 s alone and 20-46 s in the suite; a value the user set is kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "NUMBA_NUM_THREADS" not in os.environ:
+        affinity = getattr(os, "sched_getaffinity", None)
+        cores = len(affinity(0)) if affinity else os.cpu_count()
+        os.environ["NUMBA_NUM_THREADS"] = str(max(1, (cores or 1) // workers))
+
+
+_share_the_cores_between_workers()
 
 # pytester: the plugin's own tests run it in fresh projects
 pytest_plugins = ["pytester", "pytest_onebit.device"]

@@ -19,6 +19,12 @@ CPU (its name and features): a cache copied to another machine compiles again. W
 is the machine code a compile made, so the bits are those of a compile
 (tests/forward/test_kernel_cache.py).
 
+A variant is compiled once per machine, not once per process: a process about to compile one
+takes a lock on the variant's file in the folder (`<name>.lock`, fcntl's), and a process that
+wanted the same variant meanwhile waits for it and then loads what the first one stored. Two
+pytest workers, or a server's processes, starting on an empty cache would otherwise each spend
+the same 15-40 s compiling the same stack.
+
 `ONEBIT_KERNEL_CACHE=0` turns the cache off (every process compiles, as before). It is also off
 where numba is told to use other locators (`NUMBA_CACHE_LOCATOR_CLASSES`) or numba's cache
 machinery is not as this module expects.
@@ -34,7 +40,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -46,6 +53,9 @@ SOURCES = ("int8_kernel.py", "int8_ir.py", "int8_source.py", "fused.py", "kernel
 MARK = "_onebit_kernel_cache"  # set on a function this module names and places
 KEEP_DAYS = 14  # a version's folder unused this long is removed
 VERSION_DIR = re.compile(r"[0-9a-f]{16}")
+LOCK_WAIT_S = 900.0  # a compile held longer than this by another process is done here too
+LOCK_POLL_S = 0.02
+_held: set[str] = set()  # the compile locks this process holds (under numba's compiler lock)
 
 
 def cache_dir() -> Path | None:
@@ -133,7 +143,65 @@ def jit(func: Callable, variant: tuple, **options) -> Callable:
     setattr(func, MARK, folder)
     dispatcher = njit(cache=True, **options)(func)
     dispatcher._cache = _variant_cache()(func)  # nothing is compiled yet: njit is lazy
+    _compile_once_per_machine(dispatcher, folder / f"{func.__name__}.lock")
     return dispatcher
+
+
+def _compile_once_per_machine(dispatcher, lock: Path) -> None:
+    """Make `dispatcher.compile` (numba's: look in memory, then on disk, else compile and store)
+    run under the variant's machine-wide lock. numba's compiler lock is taken first, so the
+    threads of one process queue there and only one of them waits on the file."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    compile_here = dispatcher.compile
+
+    def compile(sig):
+        with global_compiler_lock, _machine_lock(lock):
+            return compile_here(sig)
+
+    dispatcher.compile = compile  # numba calls it by attribute, from Python and from typing
+
+
+@contextmanager
+def _machine_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive fcntl lock on `path` (made if missing) while the block runs. Never an
+    error: without fcntl (Windows), on a file that cannot be opened or locked, or after
+    LOCK_WAIT_S of waiting (a process stopped while it compiled), the block runs unlocked and
+    at worst compiles what another process is compiling, as without the lock. Re-entered in
+    this process (a kernel compiled while compiling itself), the lock is already held."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    key = str(path)
+    if key in _held:
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(LOCK_POLL_S)
+            except OSError:
+                break
+        _held.add(key)
+        try:
+            yield
+        finally:
+            _held.discard(key)
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 @cache

@@ -125,6 +125,7 @@ def compiled_here(tmp_path_factory):
         yield {**fused._compiled, **int8_kernel._compiled}
 
 
+@pytest.mark.slow  # compiled_here compiles the stack afresh: 40 s of line 2
 def test_stack_runs_only_its_own_parallel_loops(compiled_here):
     """Under parallel=True numba makes every slice assignment or array expression a parallel
     region of its own; in the stack's per-row, per-head code each would launch once a row,
@@ -145,6 +146,7 @@ def test_stack_runs_only_its_own_parallel_loops(compiled_here):
         assert len(parfors) == pranges
 
 
+@pytest.mark.slow  # compiled_here compiles the stack afresh: 40 s of line 2
 def test_compiled_kernels_hold_no_runtime_addresses(compiled_here):
     """numba stores a compiled function in its on-disk cache only if the machine code holds no
     address of this process ("dynamic globals": a ctypes function pointer, a large global
@@ -160,25 +162,41 @@ def test_compiled_kernels_hold_no_runtime_addresses(compiled_here):
     assert checked >= 5  # the stack, a parallel product, a range kernel, the two quantisers
 
 
+THREADS_CHILD = """
+import numba
+import numpy as np
+
+from onebit.models import int8_kernel
+
+threads = int8_kernel.threads_kernel()
+
+
+@numba.njit(parallel=True)
+def ask(out):
+    for i in numba.prange(1):
+        out[i] = threads()
+
+
+out = np.zeros(1, np.int64)
+seen = []
+for n in range(1, numba.config.NUMBA_NUM_THREADS + 1):
+    numba.set_num_threads(n)
+    ask(out)
+    seen.append(int(out[0]))
+print(seen)
+"""
+
+
 def test_threads_kernel_follows_set_num_threads():
-    """The compiled thread count the products' spans are cut by is numba's, as set now."""
-    import numba
+    """The compiled thread count the products' spans are cut by is numba's, as set now: for
+    every count from 1 to the pool's size. Run in a process whose pool has 3 threads, since
+    an xdist worker of this suite has a pool of one (tests/conftest.py), where every count
+    would read 1 whatever the kernel asked."""
+    import os
+    import subprocess
+    import sys
 
-    from onebit.models import int8_kernel
-
-    threads = int8_kernel.threads_kernel()
-
-    @numba.njit(parallel=True)
-    def ask(out):
-        for i in numba.prange(1):
-            out[i] = threads()
-
-    out = np.zeros(1, np.int64)
-    before = numba.get_num_threads()
-    try:
-        for n in range(1, before + 1):
-            numba.set_num_threads(n)
-            ask(out)
-            assert out[0] == n
-    finally:
-        numba.set_num_threads(before)
+    done = subprocess.run([sys.executable, "-c", THREADS_CHILD], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "NUMBA_NUM_THREADS": "3"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[1,", "2,", "3]"]

@@ -76,6 +76,41 @@ def test_second_process_loads_what_the_first_compiled(tmp_path):
     assert first[0] == np.arange(1000.0).sum() * 0.5
 
 
+# CHILD, saying "ready" on stderr once everything but the call (and so the compile) is done
+READY_CHILD = CHILD.replace(
+    "total = make(0.5)\n",
+    "total = make(0.5)\nimport sys\nprint('ready', file=sys.stderr, flush=True)\n")
+
+
+def test_a_variant_is_compiled_once_however_many_processes_want_it(tmp_path):
+    """Two processes that want the same variant at once on an empty cache compile it once: while
+    another holds the variant's lock both wait (neither finishes), and once it is free one
+    compiles and stores it (a miss), the other loads what that one stored (a hit, no miss);
+    both compute the same value."""
+    import time
+
+    env = {**os.environ, "ONEBIT_KERNEL_CACHE": str(tmp_path)}
+    folder = tmp_path / kernel_cache._sources_digest()[:16]
+    folder.mkdir()
+    lock = folder / f"{kernel_cache.variant_name('total', ('test', 0.5))}.lock"
+    with kernel_cache._machine_lock(lock):
+        children = [subprocess.Popen([sys.executable, "-c", READY_CHILD], env=env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                    for _ in range(2)]
+        for process in children:
+            lines = []
+            while not lines or lines[-1] not in ("ready\n", ""):
+                lines.append(process.stderr.readline())
+            assert lines[-1] == "ready\n", "".join(lines)
+        time.sleep(0.5)  # the lock is the first thing a compile takes
+        assert [process.poll() for process in children] == [None, None]
+    done = [process.communicate(timeout=600) for process in children]
+    assert [process.returncode for process in children] == [0, 0], [err for _, err in done]
+    results = [out.split() for out, _ in done]
+    assert {float(value) for value, _, _ in results} == {np.arange(1000.0).sum() * 0.5}
+    assert sorted((int(hits), int(misses)) for _, hits, misses in results) == [(0, 1), (1, 0)]
+
+
 # The float and packed kernels (kernels.py, q4nx_kernel.py), each serial and parallel: their
 # results' bytes, and numba's hits and misses over every dispatcher they are made of.
 FLOAT_CHILD = textwrap.dedent("""
