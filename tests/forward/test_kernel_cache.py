@@ -140,6 +140,9 @@ FLOAT_CHILD = textwrap.dedent("""
 """)
 
 
+# Compiles every float and packed kernel twice over into an empty cache (20 s on two cores):
+# the slow step. README line 2 keeps the round trip on one kernel (the two tests above).
+@pytest.mark.slow
 def test_float_and_packed_kernels_load_from_the_cache(tmp_path):
     """The tiled and the simple float kernel and the packed Q4NX kernel (both conventions,
     serial and parallel, with the blocks they call): a second process loads every one of them
