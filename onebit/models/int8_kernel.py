@@ -250,8 +250,9 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         product = kernel_cache.jit(product, key, parallel=True)
     else:
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
-            # np.int64(0), not 0: a literal 0 types as Literal[int](0) and makes numba compile
-            # the range a second time (10 s) beside the int64 one the stack and spans call
+            # np.int64(0), not 0: a literal 0 types as Literal[int](0), and numba compiled the
+            # range a second time (8-12 s) beside the int64 one the stack and the parallel
+            # product call
             ranged(codes, d16, m16, table, xq, dx, pairs_of(dx), sx,
                    corrections(xq, dx, factor), out, np.int64(0), tasks_of(d16.shape[0]))
 

@@ -83,8 +83,8 @@ def calc_project(tmp_path_factory):
     return root
 
 
-# What mutant 05 hangs for before it is killed: above a normal calc run in a fresh process on a
-# loaded two-core machine (2-4 s), and every second above it is slept twice in README line 2.
+# What mutant 05 hangs for before it is killed: well above a normal calc run in a fresh process
+# on a loaded two-core machine, and not more, since README line 2 sleeps it twice.
 TIMEOUT_S = 8
 ALL = {"01": KILLED, "02": OFF_TARGET, "03": SURVIVED, "04": ERROR, "05": ERROR}
 
