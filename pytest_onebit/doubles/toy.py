@@ -15,6 +15,7 @@ must: that is the toy the base contract (docs/base-contract.md) holds.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,24 @@ def mix(state: int, token: int, pos: int) -> int:
     z = ((z ^ (z >> 30)) * _C1) & _MASK
     z = ((z ^ (z >> 27)) * _C2) & _MASK
     return z ^ (z >> 31)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hidden_row(state: int, hidden: int, float32: bool) -> np.ndarray:
+    """`ToyBase.hidden_of`'s row, read-only: splitmix64's finaliser over `hidden` lanes of the
+    state. A pure function of its arguments, remembered because the contract replays the same
+    histories in many arms (it was a fifth of `onebit prove`'s time)."""
+    lanes = np.arange(1, hidden + 1, dtype=np.uint64) * np.uint64(_GOLDEN)
+    z = lanes + np.uint64(state)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(_C1)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(_C2)
+    z = z ^ (z >> np.uint64(31))
+    if float32:  # 24 significant bits: exact in a float32
+        row = (z >> np.uint64(40)).astype(np.float64) * (2.0**-23) - 1.0
+    else:
+        row = (z >> np.uint64(11)).astype(np.float64) * (2.0**-52) - 1.0
+    row.setflags(write=False)
+    return row
 
 
 @dataclass(frozen=True)
@@ -94,9 +113,6 @@ class ToyBase:
             self.verify_last = self._verify_last
         rng = np.random.default_rng(seed)
         self._unembed = rng.standard_normal((vocab_size, hidden))
-        self._lanes = (np.arange(1, hidden + 1, dtype=np.uint64) * np.uint64(_GOLDEN)).astype(
-            np.uint64
-        )
         self.reset()
 
     # -- the model --------------------------------------------------------------------------
@@ -119,14 +135,9 @@ class ToyBase:
         return max(self.config.max_batch_rows, self.config.max_prefill_rows or 0)
 
     def hidden_of(self, state: int) -> np.ndarray:
-        """The hidden row a state shows: `hidden` floats in [-1, 1) hashed from the state."""
-        z = self._lanes + np.uint64(state)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(_C1)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(_C2)
-        z = z ^ (z >> np.uint64(31))
-        if self.config.float32:  # 24 significant bits: exact in a float32
-            return (z >> np.uint64(40)).astype(np.float64) * (2.0**-23) - 1.0
-        return (z >> np.uint64(11)).astype(np.float64) * (2.0**-52) - 1.0
+        """The hidden row a state shows: `hidden` floats in [-1, 1) hashed from the state (a
+        fresh array: the caller may write to it)."""
+        return _hidden_row(state, self.config.hidden, self.config.float32).copy()
 
     def logits_of(self, hidden: np.ndarray) -> np.ndarray:
         logits = self._unembed @ hidden
