@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matrix import cover
 
 import onebit
 from onebit.models import fabricate_model, load_model
@@ -28,8 +29,7 @@ def test_is_a_base_model(q4_model):
     assert q4_model.layer_count == q4_model.config.num_hidden_layers
 
 
-@pytest.mark.parametrize("kernel", ["numba", "numpy"])
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kernel, dtype", cover(["numba", "numpy"], ["float32", "float64"]))
 def test_verify_rows_are_bit_identical_to_steps(model_dirs, kind, kernel, dtype):
     """Every row of an 8-row verify equals, bit for bit, the logits of stepping the same tokens
     one by one, and so do the hidden rows, for both kernels and both precisions."""
@@ -110,8 +110,7 @@ def test_perfect_one_pass_k7_pass_law(q4_model):
     assert result.stats.passes_per_token == 0.125
 
 
-@pytest.mark.parametrize("kernel", ["numba", "numpy"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel, dtype", cover(["numba", "numpy"], [np.float32, np.float64]))
 def test_kernels_are_row_invariant(kernel, dtype):
     """Each kernel gives every row of an 8-row product the bits it gives that row alone, for
     a weight small enough to run on one thread and one large enough to run in parallel."""

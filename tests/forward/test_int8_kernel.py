@@ -13,10 +13,16 @@ from onebit.models import blocks, int8_kernel  # noqa: E402
 from onebit.models.errors import ModelFileError  # noqa: E402
 
 KINDS = tuple(blocks.KINDS)
-# Each (kind, form, parallel) is a kernel of its own to compile, 6-17 s on two cores. README
-# line 2 checks every lane form and batch size on q4_1, SmolLM2's kind, whose kernels the rest of
-# the suite compiles anyway; the other kinds' run in the slow step (.ci/run runs both).
+# Each (kind, form, parallel) is a kernel of its own to compile, 6-18 s on two cores. README
+# line 2 checks the kernels a user's SmolLM2 runs (its layers are q4_1, its embedding q8_0), in
+# the lane form this CPU uses: every batch and lane-form check on q4_1 (against the portable
+# form), the formula and the error bound on both kinds. The rest (q4_0, and the forms this CPU
+# does not choose) runs in the slow step; .ci/run runs both.
 LINE2_KINDS = [pytest.param(k, marks=() if k == "q4_1" else pytest.mark.slow) for k in KINDS]
+SMOLLM2_KINDS = [pytest.param(k, marks=() if k in ("q4_1", "q8_0") else pytest.mark.slow)
+                 for k in KINDS]
+LINE2_FORMS = [pytest.param(f, marks=() if f == int8_kernel.lanes_form() else pytest.mark.slow)
+               for f in ("vnni", "vnni512")]
 
 
 def random_blocks(kind: str, out: int, n_in: int, seed: int = 0) -> np.ndarray:
@@ -47,7 +53,7 @@ def test_rows_independent_of_batch(kind, parallel):
         assert np.array_equal(int8_kernel.block_rows(weight, rows[r:r + 1]), full[r:r + 1])
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", SMOLLM2_KINDS)
 @pytest.mark.parametrize("n_in", [32, 576, 1536])
 def test_within_bound_of_float_path(kind, n_in):
     """Against the float path in float64, each output's error is within `error_bound` (the
@@ -152,7 +158,7 @@ def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
     return np.float32(lanes[0] + m)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", SMOLLM2_KINDS)
 def test_kernel_computes_the_documented_formula(kind):
     """Every output equals, bit for bit, the module docstring's formula computed independently
     (exact four-product lanes, even and odd block accumulators, fma rounded once, the halving
@@ -180,7 +186,7 @@ def _check_formula(kind: str, n_in: int) -> None:
 
 
 @pytest.mark.parametrize("kind", LINE2_KINDS)
-@pytest.mark.parametrize("form", ["vnni", "vnni512"])
+@pytest.mark.parametrize("form", LINE2_FORMS)
 def test_lane_forms_agree_bit_for_bit(kind, form):
     """The VNNI lanes (one 256-bit `vpdpbusd` a block, or one 512-bit one for two blocks) give
     the portable lanes' bits, at 1 to 15 rows (every tile size: 8, 4, 2 and 1 rows, and 15

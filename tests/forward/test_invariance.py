@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matrix import cover
 
 from onebit.models import load_model
 
@@ -40,9 +41,8 @@ def _assert_same_state(got, want):
         assert np.array_equal(conv, conv_want) and np.array_equal(s, s_want)
 
 
-@pytest.mark.parametrize("kernel", ["numba", "numba-float", "numpy"])
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("pos", [3, 55])
+@pytest.mark.parametrize("kernel, dtype, pos",
+                         cover(["numba", "numba-float", "numpy"], ["float32", "float64"], [3, 55]))
 def test_every_verify_width_is_bit_identical_to_stepping(model_dirs, kind, kernel, dtype, pos):
     """For R = 1..16 rows at `pos` (3, and 55 where the batch runs past the KV cache's first
     capacity of 64): every verify row's logits, and after commit_verify(R) the hidden rows, the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matrix import cover
 
 from onebit.models import kernels
 
@@ -63,8 +64,7 @@ def test_parallel_and_serial_builds_agree_bitwise(dtype):
     assert np.array_equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(7, 33), (50, 1024), (101, 70)])
+@pytest.mark.parametrize("shape, dtype", cover([(7, 33), (50, 1024), (101, 70)], DTYPES))
 def test_prefetch_hints_change_no_bits(shape, dtype):
     """The prefetching build (what the model runs) and the build without hints give the same
     bits for every R, and each R's rows are the 1-row product's."""

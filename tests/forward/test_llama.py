@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matrix import cover
 
 import onebit
 from onebit.heads import NgramHead
@@ -120,9 +121,8 @@ def llama_dirs(tmp_path_factory):
                                   **fields) for name, fields in FLAVOURS.items()}
 
 
-@pytest.mark.parametrize("flavour", list(FLAVOURS))
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("kernel", ["numpy", "numba"])
+@pytest.mark.parametrize("kernel, dtype, flavour",
+                         cover(["numpy", "numba"], ["float32", "float64"], list(FLAVOURS)))
 def test_base_contract(flavour, dtype, kernel, llama_dirs):
     """B1..B8 hold bit for bit on the Llama forward (quantised, tied and untied, biases and
     llama3 RoPE), in both precisions, with numpy's and numba's product kernels."""

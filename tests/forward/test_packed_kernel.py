@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from matrix import cover
 
 from onebit.models import fabricate_model, load_model, q4nx, tiny_config
 from onebit.models.gemma4_fabricate import tiny_gemma4_config
@@ -55,9 +56,8 @@ def test_fabricated_shapes_are_covered():
     assert (512, 256) in SHAPES and (256, 512) in SHAPES and len(SHAPES) >= 4
 
 
-@pytest.mark.parametrize("convention", CONVENTIONS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", SHAPES + [(1024, 1024)])
+@pytest.mark.parametrize("shape, dtype, convention",
+                         cover(SHAPES + [(1024, 1024)], [np.float32, np.float64], CONVENTIONS))
 def test_K1_matches_the_dequantised_weight(shape, dtype, convention):
     """For 1..16 rows, the packed product equals the float64 product of the float64
     dequantised weight within the dtype's rounding (relative to sum |w| |x|, so a
@@ -76,9 +76,8 @@ def test_K1_matches_the_dequantised_weight(shape, dtype, convention):
         assert np.all(np.abs(got - want) <= tol * scale), n
 
 
-@pytest.mark.parametrize("convention", CONVENTIONS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape, dtype, convention",
+                         cover(SHAPES, [np.float32, np.float64], CONVENTIONS))
 def test_K2_every_batch_size_matches_one_row(shape, dtype, convention):
     """For every R in 1..16 and several starting rows, row r of an R-row product has exactly
     the bits of that row alone: the tile a row lands in (8-row, 4, 2 or 1-row) never changes
@@ -120,8 +119,7 @@ def _formula(codes, scales, mins, x, dtype):
     return y
 
 
-@pytest.mark.parametrize("convention", CONVENTIONS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype, convention", cover([np.float32, np.float64], CONVENTIONS))
 def test_K3_bits_are_the_documented_formula(dtype, convention):
     """Each (row, output) is, bit for bit, the formula the module docstring states (group by
     group, a chain of fmas over the 32 columns, then scale and min times the group's running
