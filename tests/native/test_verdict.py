@@ -43,6 +43,7 @@ def build_copy(tmp_path_factory, source: Path) -> Path:
         pytest.fail(str(error))
 
 
+@pytest.mark.slow  # builds a mutant C++ loop and proves it in a fresh process: 9-11 s
 def test_a_loop_failing_only_f1_is_counted_failed_in_the_closing_line(fails_only_faults):
     """The contract holds, F1 does not: the verdict fails, the closing line's failed count is
     F1's failures (not 0), and passed + failed is every I-, S- and F-check judged."""

@@ -203,6 +203,7 @@ def test_prove_with_a_loop_that_cannot_be_loaded_is_one_line_and_exit_2(tmp_path
     assert "Traceback" not in done.stderr + done.stdout
 
 
+@pytest.mark.slow  # two whole contracts in fresh processes, 13-17 s
 def test_prove_imports_a_loop_from_the_current_directory(tmp_path):
     """The console script imports `--loop` from the current directory as `python -m` does: a
     module next to the user proves, and a broken one fails with exit 1 (not 2)."""

@@ -89,7 +89,8 @@ TIMEOUT_S = 8
 ALL = {"01": KILLED, "02": OFF_TARGET, "03": SURVIVED, "04": ERROR, "05": ERROR}
 
 
-@pytest.fixture(scope="module", params=["fork", "process"])
+# forked is how the catalogues run on Linux; the fresh-process run (10 s) is in the slow step
+@pytest.fixture(scope="module", params=["fork", pytest.param("process", marks=pytest.mark.slow)])
 def first_kill(request, calc_project):
     """The calc catalogue run with --stop first-kill, forked (every mutant) and as fresh
     processes (the killed, crashing and hanging ones: the rest is the same code)."""

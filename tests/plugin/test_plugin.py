@@ -180,6 +180,7 @@ def test_loop_fixture_override_binds_another_loop(pytester):
     assert result.ret == pytest.ExitCode.OK
 
 
+@pytest.mark.slow  # 11 s; .ci/run also runs the device suite on torch and the emulated NPU
 def test_device_tests_pass_on_the_host_backend(pytester):
     """`--onebit-device=host` runs the device tests on the NumPy forward (a fabricated
     Qwen3.5 hybrid), so the device suite is itself exercised where there is no NPU."""
