@@ -193,24 +193,18 @@ def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return xq, dx, sx
 
 
-def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Callable:
-    """The compiled `product(codes, d16, m16, table, xq, dx, sx, out)` for weights of `kind`
-    (KIND_IDS): out[r, o] by the module docstring's formula. It binds int8_source's range
-    function to `form`'s operations (int8_ir) and to this kind's (its codes' decoder, its dot,
-    WITH_MIN for q4_1's min term), compiles it, and wraps it: the per-call operands (pair
-    scales, lane corrections), then one call for all tasks, or with `parallel` one call per
-    span of tasks over numba's threads. Cached per (kind, parallel, form), also as the bare
-    range for the fused stack (range_kernel)."""
-    form = form or lanes_form()
-    key = ("product", kind, parallel, form)
+def _range_kernel(kind: int, form: str) -> Callable:
+    """The compiled `product_range` for weights of `kind` (KIND_IDS) in lanes `form`: it binds
+    int8_source's range function to `form`'s operations (int8_ir) and to this kind's (its codes'
+    decoder, its dot, WITH_MIN for q4_1's min term). One per (kind, form), shared by the serial
+    and the parallel product and by the fused stack: the range is the costly compile (8-15 s
+    on two cores), and before it was shared the parallel product compiled a second copy of the
+    very code the serial one had."""
+    key = ("range", kind, form)
     got = _compiled.get(key)
     if got is not None:
         return got
-    from numba import njit, prange
-
     ops = block_ops(form)
-    tasks_of = njit(inline="always")(tasks)
-    pairs_of = pair_scales_kernel()
     parts = kernels._tiled_intrinsics()
     namespace = dict(
         load_codes=ops[("codes_q8", "codes_q4_0", "codes_q4_1")[kind]],
@@ -228,10 +222,27 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
             **{name: ops[name] for name in ("pair_at", "vload_at", "zeros16", "low", "high",
                                            "mul16", "vload8", "lane8")})
     exec(int8_source.range_source(form == "vnni512"), namespace)  # noqa: S102 - our own template, no outside input
-    product_range = namespace["product_range"]
-
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
-    ranged = kernel_cache.jit(product_range, key, nogil=True)
+    got = _compiled[key] = kernel_cache.jit(namespace["product_range"], key, nogil=True)
+    return got
+
+
+def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Callable:
+    """The compiled `product(codes, d16, m16, table, xq, dx, sx, out)` for weights of `kind`
+    (KIND_IDS): out[r, o] by the module docstring's formula. It wraps the range of this kind
+    and form (`_range_kernel`): the per-call operands (pair scales, lane corrections), then one
+    call for all tasks, or with `parallel` one call per span of tasks over numba's threads.
+    Cached per (kind, parallel, form)."""
+    form = form or lanes_form()
+    key = ("product", kind, parallel, form)
+    got = _compiled.get(key)
+    if got is not None:
+        return got
+    from numba import njit, prange
+
+    tasks_of = njit(inline="always")(tasks)
+    pairs_of = pair_scales_kernel()
+    ranged = _range_kernel(kind, form)
     corrections = lane_corrections_kernel()
     factor = correction_factor(kind, form)
 
@@ -259,7 +270,6 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
         product = kernel_cache.jit(product, key, nogil=True)
 
     got = _compiled[key] = product
-    _compiled[("range",) + key[1:]] = ranged
     return got
 
 
@@ -385,8 +395,7 @@ def range_kernel(kind: str) -> Callable:
     weights of `kind` ("q8_0" / "q4_0" / "q4_1"), in this process's lanes form: the outputs of
     tasks t_lo .. t_hi - 1 (`tasks(n_out)` in all), for a compiled caller that splits the
     tasks over threads itself (the fused stack)."""
-    _product_kernel(KIND_IDS[kind], False)
-    return _compiled[("range", KIND_IDS[kind], False, lanes_form())]
+    return _range_kernel(KIND_IDS[kind], lanes_form())
 
 
 def block_rows(weight: BlockWeight, rows: np.ndarray, *,
