@@ -375,11 +375,24 @@ def numba_rows(weight: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """`[R, out]` from the compiled tiled kernel (the simple one for other dtypes)."""
     if weight.dtype not in TILED_DTYPES:
         return numba_simple_rows(weight, rows)
-    weight = np.ascontiguousarray(weight)
+    weight = read_only(np.ascontiguousarray(weight))
     rows = np.ascontiguousarray(rows, dtype=weight.dtype)
     out = np.empty((rows.shape[0], weight.shape[0]), dtype=weight.dtype)
     _tiled_kernel(weight.size >= PARALLEL_MIN_WEIGHTS)(weight, rows, out)
     return out
+
+
+def read_only(weight: np.ndarray) -> np.ndarray:
+    """`weight`, or a read-only view of it. numba compiles a kernel once per signature, and a
+    read-only array is another type than a writeable one: a model's weights mapped from their
+    file are read-only, weights made in memory (dequantised, converted to float64) are not,
+    and each kind compiled its own copy of the kernel (2-4 s each). Handing the kernel only
+    read-only weights makes it one."""
+    if not weight.flags.writeable:
+        return weight
+    view = weight.view()
+    view.flags.writeable = False
+    return view
 
 
 def numba_available() -> bool:

@@ -19,8 +19,10 @@ MAX_ROWS = 16
 
 
 def _data(shape, dtype, seed=0):
+    """A random weight, read-only as the kernel is always handed one (kernels.read_only: one
+    compiled signature), and MAX_ROWS + 3 random rows."""
     rng = np.random.default_rng(seed)
-    weight = rng.standard_normal(shape).astype(dtype)
+    weight = kernels.read_only(rng.standard_normal(shape).astype(dtype))
     rows = rng.standard_normal((MAX_ROWS + 3, shape[1])).astype(dtype)
     return weight, rows
 
@@ -153,3 +155,17 @@ def test_a_tile_that_cannot_cover_the_rows_is_refused():
     would leave rows uncomputed: such a tile is refused by name before anything compiles."""
     with pytest.raises(ValueError, match=r"power-of-two row count.*\(3, 2\)"):
         kernels._kernel_source(True, (3, 2))
+
+
+def test_writeable_and_read_only_weights_share_one_compiled_kernel():
+    """numba_rows hands the kernel a read-only view of a writeable weight, so a weight made in
+    memory runs the signature a file-mapped one does (one compile, not two) and gives the same
+    bits; the caller's array stays writeable."""
+    rng = np.random.default_rng(5)
+    weight = rng.standard_normal((16, 64)).astype(np.float32)
+    rows = rng.standard_normal((3, 64)).astype(np.float32)
+    got = kernels.numba_rows(weight, rows)
+    assert weight.flags.writeable
+    assert np.array_equal(got, kernels.numba_rows(kernels.read_only(weight.copy()), rows))
+    signatures = kernels._tiled_kernel(False).signatures
+    assert signatures and all(not sig[0].mutable for sig in signatures), signatures
