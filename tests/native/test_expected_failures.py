@@ -4,6 +4,8 @@ report."""
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_onebit.contract.report import XFAIL, XPASS
 from pytest_onebit.loop.runner import check_loop
 from pytest_onebit.loop.scenarios import Scenario
@@ -27,6 +29,7 @@ def test_a_declared_failure_is_xfail(onebit_native_build):
     assert {report.status(c) for c in failed} == {XFAIL}
 
 
+@pytest.mark.slow  # the whole contract twice on the C++ loop, 8-11 s; the XFAIL case stays
 def test_a_declared_check_that_passes_fails_the_proof(onebit_native_build):
     """Declaring I7 on the port, which keeps it, is an XPASS: `onebit prove --loop-lib
     --expect-fail` reports the proof failed."""

@@ -45,6 +45,7 @@ def test_missing_npu_kernels_name_the_shape(tmp_path):
     assert reason.startswith("no kernel artefacts for the model: no NPU kernel for a weight")
 
 
+@pytest.mark.slow  # a pytest subprocess that imports torch, 6-9 s
 def test_device_tests_skip_with_the_backends_reason(pytester):
     """In a fresh project, a device test on --onebit-device=cuda without CUDA skips with the
     reason; on torch it runs the fabricated model."""

@@ -71,6 +71,7 @@ def test_the_plugin_registers_only_onebit_fixtures(pytester):
     assert "onebit_device_model" not in ours
 
 
+@pytest.mark.slow  # two pytest subprocesses, 5-7 s
 def test_device_marker_deselects_and_skips_with_the_probe_reason(pytester):
     """`-m "not device"` deselects device tests; `-m device` runs them into a skip whose reason
     is the probe's first failed check (here: no NPU device node)."""

