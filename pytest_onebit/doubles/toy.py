@@ -42,11 +42,12 @@ def mix(state: int, token: int, pos: int) -> int:
     return z ^ (z >> 31)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+# rows at most this wide are remembered: 65536 of them are at most 32 MB
+MEMO_WIDTH = 64
+
+
 def _hidden_row(state: int, hidden: int, float32: bool) -> np.ndarray:
-    """`ToyBase.hidden_of`'s row, read-only: splitmix64's finaliser over `hidden` lanes of the
-    state. A pure function of its arguments, remembered because the contract replays the same
-    histories in many arms (it was a fifth of `onebit prove`'s time)."""
+    """`ToyBase.hidden_of`'s row: splitmix64's finaliser over `hidden` lanes of the state."""
     lanes = np.arange(1, hidden + 1, dtype=np.uint64) * np.uint64(_GOLDEN)
     z = lanes + np.uint64(state)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(_C1)
@@ -56,6 +57,15 @@ def _hidden_row(state: int, hidden: int, float32: bool) -> np.ndarray:
         row = (z >> np.uint64(40)).astype(np.float64) * (2.0**-23) - 1.0
     else:
         row = (z >> np.uint64(11)).astype(np.float64) * (2.0**-52) - 1.0
+    return row
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _remembered_row(state: int, hidden: int, float32: bool) -> np.ndarray:
+    """`_hidden_row`, read-only and remembered: a pure function of its arguments, and the
+    contract replays the same histories in many arms (computing it was a fifth of `onebit
+    prove`'s time)."""
+    row = _hidden_row(state, hidden, float32)
     row.setflags(write=False)
     return row
 
@@ -137,7 +147,10 @@ class ToyBase:
     def hidden_of(self, state: int) -> np.ndarray:
         """The hidden row a state shows: `hidden` floats in [-1, 1) hashed from the state (a
         fresh array: the caller may write to it)."""
-        return _hidden_row(state, self.config.hidden, self.config.float32).copy()
+        width, float32 = self.config.hidden, self.config.float32
+        if width <= MEMO_WIDTH:
+            return _remembered_row(state, width, float32).copy()
+        return _hidden_row(state, width, float32)
 
     def logits_of(self, hidden: np.ndarray) -> np.ndarray:
         logits = self._unembed @ hidden

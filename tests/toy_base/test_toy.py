@@ -5,6 +5,7 @@ import pytest
 
 import onebit
 from pytest_onebit import ToyBase
+from pytest_onebit.doubles.toy import MEMO_WIDTH
 
 PROMPT = [3, 1, 4, 1, 5]
 
@@ -113,3 +114,18 @@ def test_fixtures_build_fresh_parts(onebit_toy_base, onebit_oracle, onebit_perfe
     head = onebit_perfect_head(truth, "two-pass")
     result = onebit.run(onebit_toy_base(), head, PROMPT, max_tokens=20, k=4)
     assert result.tokens == onebit_plain_decode(PROMPT, 20).tokens == GOLDEN
+
+
+@pytest.mark.parametrize("hidden", [16, MEMO_WIDTH + 1])
+def test_hidden_rows_are_fresh_however_they_are_remembered(hidden):
+    """hidden_of hands out a writeable row of its own each time, equal to the row the hash
+    gives: writing into one (as a careless loop might) changes neither what the toy shows next
+    nor what another toy of the same width shows, for rows it remembers and rows it does not."""
+    toy, other = ToyBase(hidden=hidden), ToyBase(hidden=hidden)
+    row = toy.hidden_of(12345)
+    want = row.copy()
+    assert row.flags.writeable and row.shape == (hidden,)
+    row[:] = 7.0
+    assert np.array_equal(toy.hidden_of(12345), want)
+    assert np.array_equal(other.hidden_of(12345), want)
+    assert toy.hidden_of(12345) is not toy.hidden_of(12345)
