@@ -250,3 +250,66 @@ def test_plain_view_reader_reads_what_gguf_reads(made):
     for mine, real in zip(ours.tensors, theirs.tensors, strict=True):
         assert mine.data_offset == real.data_offset
         assert np.array_equal(np.asarray(mine.data), np.asarray(real.data)), mine.name
+
+
+def _fields(reader) -> dict:
+    """Every field as gguf's reader models it: types, each part's dtype, shape and bytes, the
+    data indices and the offset; and what `contents()` makes of it."""
+    return {key: (field.types, [(p.dtype.str, p.shape, p.tobytes()) for p in field.parts],
+                  list(field.data), field.offset, repr(field.contents()))
+            for key, field in reader.fields.items()}
+
+
+def _reference_reader():
+    """The reader with gguf's own element-by-element field parse put back (it keeps the plain
+    view of the map, so reading SmolLM2 this way takes seconds, not the memmap's eight)."""
+    import gguf
+
+    from onebit.gguf.reader import _reader_class
+
+    class Reference(_reader_class()):
+        _get_field_parts = gguf.GGUFReader._get_field_parts
+
+    return Reference
+
+
+def test_arrays_read_in_one_pass_are_what_gguf_reads(tmp_path):
+    """The reader's one-pass parse of string and scalar arrays gives, field for field, the
+    parts, data indices, types and contents gguf's own element-by-element parse gives: on
+    arrays of every scalar type, of strings (empty and multi-byte ones among them), an empty
+    array and an array of arrays (left to gguf)."""
+    import gguf
+
+    from onebit.gguf.reader import _reader_class
+
+    path = tmp_path / "arrays.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_array("t.strings", ["", "a", "héllo", "日本", "\n\t", "x" * 300])
+    writer.add_array("t.empty", [])
+    writer.add_array("t.nested", [[1, 2], [3]])
+    t = gguf.GGUFValueType
+    for name, values, vtype in [
+        ("t.u8", [0, 255], t.UINT8), ("t.i8", [-128, 1], t.INT8), ("t.u16", [1, 65535], t.UINT16),
+        ("t.i16", [-2, 3], t.INT16), ("t.u32", [7, 2**32 - 1], t.UINT32),
+        ("t.i32", [-5, 6, 7], t.INT32), ("t.f32", [0.5, -1.25], t.FLOAT32),
+        ("t.u64", [2**63], t.UINT64), ("t.i64", [-(2**40)], t.INT64),
+        ("t.f64", [1e-300], t.FLOAT64), ("t.bool", [True, False], t.BOOL),
+    ]:
+        writer.add_key_value(name, values, t.ARRAY, sub_type=vtype)
+    writer.add_string("t.one", "plain")
+    writer.add_uint32("t.scalar", 9)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    ours, reference = _fields(_reader_class()(path)), _fields(_reference_reader()(path))
+    assert ours == reference
+    assert ours["t.strings"][4] == repr(["", "a", "héllo", "日本", "\n\t", "x" * 300])
+
+
+@pytest.mark.slow  # gguf's own parse of a 49k-token vocabulary: a few seconds
+def test_smollm2_fields_read_in_one_pass_are_what_gguf_reads(smollm2):
+    """The same on SmolLM2's file: its tokens, scores, token types and merges."""
+    from onebit.gguf.reader import _reader_class
+
+    assert _fields(_reader_class()(smollm2)) == _fields(_reference_reader()(smollm2))
