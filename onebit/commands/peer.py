@@ -1,18 +1,23 @@
-"""`onebit peer transformers|llama_cpp|openai`: hold another engine's own speculative decoding
-to the contract, black-box, and print the check x arm table (docs/peers.md). `openai` holds
-any OpenAI-compatible server (`--url`) to its own plain decode; it exits 2 when the server
-cannot be reached.
+"""`onebit peer transformers|llama_cpp|openai|llama-server`: hold another engine's own
+speculative decoding to the contract, black-box, and print the check x arm table
+(docs/peers.md). `openai` holds any OpenAI-compatible server (`--url`) to its own plain decode;
+`llama-server` starts llama.cpp's server itself, plain and once per speculation arm. Both exit
+2 when the peer cannot be run (no server, no binary, no model), with the reason.
 
 The harness is imported only when the command runs: the engine does not depend on it."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
 
 from onebit.commands.common import BAD_INPUT, FAILED, OK, add_format, emit, fail
 from onebit.commands.prove import parse_expected
 
-PEER_NAMES = ("transformers", "llama_cpp", "openai")
+PEER_NAMES = ("transformers", "llama_cpp", "openai", "llama-server")
+SERVED = ("openai", "llama-server")
 
 
 def _delta(text: str) -> float:
@@ -27,7 +32,8 @@ def _delta(text: str) -> float:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser(
-        "peer", help="hold transformers' or llama.cpp's speculative decoding to the contract",
+        "peer", help="hold another engine's speculative decoding to the contract "
+        "(transformers, llama.cpp, llama-server, any OpenAI-compatible server)",
         description="Run another engine's own speculative decoding black-box and judge it "
         "by the contract: a table of check x arm (passed, failed with the first divergence, "
         "or not applicable with the reason). Exit 1 when a check fails.")
@@ -47,10 +53,38 @@ def add_parser(sub) -> argparse.ArgumentParser:
     served.add_argument("--plain-url", help="a server of the same model without speculation "
                         "(default: --url with \"speculative\": false in each request)")
     served.add_argument("--check", action="append", default=[], metavar="NAME",
-                        help="run only this check (repeatable; default every check)")
+                        help="run only this check (repeatable; default every check; openai "
+                        "and llama-server)")
     served.add_argument("--sampled", action="store_true",
-                        help="run S1-distribution too (hundreds of short sampled requests)")
+                        help="run S1-distribution too (hundreds of short sampled requests; "
+                        "openai and llama-server)")
+    llama = parser.add_argument_group("llama-server", "starting and holding llama.cpp's server")
+    llama.add_argument("--server-bin", metavar="PATH",
+                       help="the llama-server binary (default: $ONEBIT_LLAMA_SERVER, then "
+                       "llama-server beside this Python, then on PATH)")
+    llama.add_argument("--model", metavar="FILE.gguf",
+                       help="the target model (default: SmolLM2 from `onebit pull smollm2`)")
+    llama.add_argument("--threads", type=int, default=2, metavar="N",
+                       help="threads for each server (default 2)")
     return parser
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM raises SystemExit while the peer runs, so a peer that started servers stops
+    them on its way out (Ctrl-C already does: KeyboardInterrupt). Main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -58,11 +92,24 @@ def main(args: argparse.Namespace) -> int:
 
     if args.peer == "openai" and args.url is None:
         return fail("peer", "openai needs --url (the server to hold)")
-    if args.peer != "openai" and (args.url or args.plain_url or args.check or args.sampled):
-        return fail("peer", f"--url, --plain-url, --check and --sampled are for the openai "
-                    f"peer, not {args.peer}")
+    if args.peer != "openai" and (args.url or args.plain_url):
+        return fail("peer", f"--url and --plain-url are for the openai peer, not {args.peer}")
+    if args.peer not in SERVED and (args.check or args.sampled):
+        return fail("peer", f"--check and --sampled are for the openai and llama-server "
+                    f"peers, not {args.peer}")
+    if args.peer != "llama-server" and (args.server_bin or args.model):
+        return fail("peer", f"--server-bin and --model are for the llama-server peer, not "
+                    f"{args.peer}")
+    if args.threads < 1:
+        return fail("peer", f"--threads must be at least 1, got {args.threads}")
     try:
-        if args.peer == "openai":
+        if args.peer == "llama-server":
+            from pytest_onebit.peers.llama_server_peer import LlamaServerPeer
+
+            peer = LlamaServerPeer(args.server_bin, args.model, arms=tuple(args.arm) or None,
+                                   only=tuple(args.check) or None, sampled=args.sampled,
+                                   delta=args.delta, threads=args.threads)
+        elif args.peer == "openai":
             from pytest_onebit.peers.openai_peer import OpenAIPeer
 
             peer = OpenAIPeer(args.url, args.plain_url, arms=tuple(args.arm) or None,
@@ -73,11 +120,12 @@ def main(args: argparse.Namespace) -> int:
         else:
             peer = LlamaCppPeer()
         expected = parse_expected(args.expect_fail)
-        report = run_peer(peer, expected)
+        with _terminate_as_exit():
+            report = run_peer(peer, expected)
     except ValueError as error:
         return fail("peer", error)
     emit(report.render(args.format))
-    if args.peer == "openai" and report.unavailable:
+    if args.peer in SERVED and report.unavailable:
         fail("peer", report.unavailable)
         return BAD_INPUT
     return OK if report.ok else FAILED

@@ -45,8 +45,13 @@ COMPLETION_STOPS = ((0, "B:"), (1, "</li>"), (0, ["zzz", "\nA"]))
 CHAT_STOPS = ((0, "mat"), (1, ", 4"))
 
 
-def _ids(body: dict) -> list[int] | None:
+def _ids(body: dict, *, verbose: bool = True) -> list[int] | None:
+    """The answer's token ids: `choices[0].token_ids` (onebit serve, vLLM's
+    `return_token_ids`), or llama-server's `__verbose.tokens` (asked for with `verbose` and
+    `return_tokens`; a streamed chunk's holds that chunk's only, so `verbose=False` there)."""
     ids = body["choices"][0].get("token_ids")
+    if not isinstance(ids, list) and verbose:
+        ids = (body.get("__verbose") or {}).get("tokens")
     return list(ids) if isinstance(ids, list) else None
 
 
@@ -103,7 +108,7 @@ class OpenAIPeer:
     def __init__(self, url: str, plain_url: str | None = None, *,
                  arms: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None,
                  sampled: bool = False, delta: float | None = None,
-                 timeout: float = 120.0) -> None:
+                 timeout: float = 120.0, fields: dict | None = None) -> None:
         self.client = Client(url, timeout=timeout)
         self.plain = Client(plain_url, timeout=timeout) if plain_url else None
         for name in only or ():
@@ -120,6 +125,7 @@ class OpenAIPeer:
         self.power = TwoSamplePower(delta=delta or 0.5, alpha=1e-3, beta=1e-2,
                                     outcomes=SAMPLED_OUTCOMES)
         self.model = "?"
+        self.fields = dict(fields or {})  # sent in every request (a server's own switches)
 
     def unavailable(self) -> str | None:
         try:
@@ -158,7 +164,7 @@ class EndpointArm:
         key = "prompt" if self.name == "completions" else "messages"
         value = prompt if key == "prompt" else [{"role": "user", "content": prompt}]
         return {"model": self.peer.model, key: value, "temperature": 0, "max_tokens": TOKENS,
-                **fields}
+                **self.peer.fields, **fields}
 
     def logprob_fields(self) -> dict:
         if self.name == "completions":
@@ -222,8 +228,9 @@ class EndpointArm:
                 bad.append(f"prompt {i}: streamed {streamed.text[:40]!r}... != non-streamed "
                            f"{_text(whole)[:40]!r}...")
                 continue
-            if streamed.last and _ids(whole) is not None and _ids(streamed.last) is not None \
-                    and _ids(streamed.last) != _ids(whole):
+            if streamed.last and _ids(whole) is not None \
+                    and _ids(streamed.last, verbose=False) is not None \
+                    and _ids(streamed.last, verbose=False) != _ids(whole):
                 bad.append(f"prompt {i}: streamed token_ids differ from non-streamed")
         return failed("; ".join(bad)) if bad else passed(
             f"{len(self.prompts)} prompts, streamed text joined equals non-streamed")

@@ -19,13 +19,14 @@ def peer_contract(peer: Peer) -> Contract:
     and each check fails with its cell's first divergence. Its registry validates declared
     expected failures (`Contract.expected`: a known check and a reason each)."""
     contract = Contract(f"{peer.name} peer", prepare=lambda arm, _scenario: arm.judge())
+    docs = {**CHECK_DOCS, **getattr(peer, "check_docs", {})}
     for name in peer.checks:
         def verify(outcomes: Mapping[str, Outcome], name: str = name) -> None:
             outcome = outcomes.get(name)
             if outcome is not None and outcome.status == FAILED:
                 raise AssertionError(outcome.detail)
 
-        verify.__doc__ = CHECK_DOCS.get(name, name)
+        verify.__doc__ = docs.get(name, name)
         contract.check(name)(verify)
     return contract
 
@@ -117,16 +118,23 @@ class PeerReport(Rendered):
 
 def run_peer(peer: Peer, expected_failed_checks: Mapping[str, str] | None = None
              ) -> PeerReport:
-    """Judge every arm of `peer`; a peer that cannot run here gives a report saying why."""
+    """Judge every arm of `peer`; a peer that cannot run here gives a report saying why. A
+    peer with a `close()` (one that started servers) is closed however the run ends."""
     expected = peer_contract(peer).expected(expected_failed_checks)
-    reason = peer.unavailable()
-    if reason is not None:
-        return PeerReport(peer.name, "-", peer.checks, expected=expected, unavailable=reason)
-    report = PeerReport(peer.name, peer.version(), peer.checks, expected=expected)
-    for arm in peer.arms():
-        outcomes = arm.judge()
-        report.arms.append(arm.name)
-        report.notes[arm.name] = arm.note
-        for check, outcome in outcomes.items():
-            report.cells[(check, arm.name)] = outcome
-    return report
+    try:
+        reason = peer.unavailable()
+        if reason is not None:
+            return PeerReport(peer.name, "-", peer.checks, expected=expected,
+                              unavailable=reason)
+        report = PeerReport(peer.name, peer.version(), peer.checks, expected=expected)
+        for arm in peer.arms():
+            outcomes = arm.judge()
+            report.arms.append(arm.name)
+            report.notes[arm.name] = arm.note
+            for check, outcome in outcomes.items():
+                report.cells[(check, arm.name)] = outcome
+        return report
+    finally:
+        close = getattr(peer, "close", None)
+        if close is not None:
+            close()

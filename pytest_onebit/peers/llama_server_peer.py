@@ -1,0 +1,435 @@
+"""`onebit peer llama-server`: llama.cpp's own server, started here once without speculation
+and once per speculation arm, every speculative answer held to the plain server's answer to
+the same request (docs/peers.md, "The llama-server peer").
+
+An arm is one way llama-server speculates: each draft-free `--spec-type` (the n-gram
+drafters, with keys short enough to draft on the prompts here), and a draft model whose
+quality is known, made from the target itself (`onebit.gguf.derive`):
+
+- `draft-perfect`: the target as its own draft. Every draft is the target's own greedy
+  choice, so every one must be accepted (A1-drafted says how many were);
+- `draft-half`: the target's first two thirds of its blocks: often right, often not, so the
+  accept and the rollback paths both run;
+- `draft-garbage`: random weights with the target's vocabulary: nearly every draft is
+  rejected, so the server keeps rolling back.
+
+Every arm must give exactly the plain server's greedy token ids. The checks the OpenAI arm
+defines (`openai_peer`) run on both endpoints, `/v1/completions` and `/v1/chat/completions`,
+with llama-server's `return_tokens` and `verbose` so the ids come back; the checks below are
+llama-server's own: A1-drafted (the server's `/metrics` counters: speculation really ran, and
+the perfect draft had every draft accepted where the answer ends at its budget; a draft past
+an end-of-turn token, a stop or the context has no target token to match, and llama.cpp does
+not accept a drafted end-of-generation token),
+I10-eos (an end-of-generation token inside a block ends the answer where plain's ends),
+I2-slot-reuse (a slot reused for a prompt that extends the last answer answers as plain: no
+rolled-back draft stays in the slot's cache), I11-context (a prompt that nearly fills the
+slot's context: no draft runs past it). Sampled output (S1) is opt-in, as for the OpenAI arm:
+black-box, a distribution can only be tested, not proved equal; onebit's own sampled loop is
+proved by enumeration.
+
+The plain server and each arm's server are stopped whatever happens (`close()`, which
+`run_peer` calls, and `ServerProcess`).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_onebit.peers.openai_client import ServerError, Unreachable
+from pytest_onebit.peers.openai_peer import CHECKS as SERVED_CHECKS
+from pytest_onebit.peers.openai_peer import EndpointArm, OpenAIPeer, _diverges, _ids
+from pytest_onebit.peers.protocol import FAILED, NOT_APPLICABLE, Outcome, failed, \
+    not_applicable, passed
+from pytest_onebit.peers.server_process import ServerFailed, ServerProcess, find_server
+
+OWN_CHECKS = ("A1-drafted", "I10-eos", "I2-slot-reuse", "I11-context")
+CHECKS = ("A1-drafted", *[c for c in SERVED_CHECKS if c != "S1-distribution"],
+          "I10-eos", "I2-slot-reuse", "I11-context", "S1-distribution")
+#: llama-server's switches that put the answer's token ids in the response (`__verbose`)
+FIELDS = {"return_tokens": True, "verbose": True}
+SLOTS = 3          # C1-concurrent sends 3 requests at once: one slot each
+CONTEXT = 512 * SLOTS
+EDGE = 6           # I11-context: the prompt leaves this many tokens of the slot's context
+DRAFT_MAX = 4      # drafts per round for a draft model (llama.cpp's default is 3)
+
+# n-gram keys of 2 tokens (llama.cpp's defaults, 12 and 24, draft nothing on short prompts)
+NGRAM = {"ngram-simple": ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8"),
+         "ngram-map-k": ("--spec-ngram-map-k-size-n", "2", "--spec-ngram-map-k-size-m", "8"),
+         "ngram-map-k4v": ("--spec-ngram-map-k4v-size-n", "2",
+                           "--spec-ngram-map-k4v-size-m", "8"),
+         "ngram-mod": ("--spec-ngram-mod-n-match", "2", "--spec-ngram-mod-n-min", "1",
+                       "--spec-ngram-mod-n-max", "8"),
+         "ngram-cache": ()}
+DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage")
+ARM_NAMES = (*NGRAM, *DRAFT_ARMS)
+
+# I10-eos: chat prompts SmolLM2 answers in a few tokens and then ends its turn
+EOS_PROMPTS = ("Answer with one word: what is the capital of France?",
+               "Reply with only the word yes.",
+               "What is 2 + 2? Answer with the number only.")
+EOS_BUDGET = 48
+# I2-slot-reuse: each request's prompt is the last prompt, its answer and this
+FOLLOW_UPS = ("\nA: hello\nB:", "\nA: goodbye\nB: goodbye\nA:")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    drafted: float = 0.0
+    accepted: float = 0.0
+
+    def __sub__(self, other: Metrics) -> Metrics:
+        return Metrics(self.drafted - other.drafted, self.accepted - other.accepted)
+
+    def __add__(self, other: Metrics) -> Metrics:
+        return Metrics(self.drafted + other.drafted, self.accepted + other.accepted)
+
+
+def read_metrics(url: str) -> Metrics:
+    """The server's speculation counters from its Prometheus `/metrics` (`--metrics`)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    values = {}
+    for line in text.splitlines():
+        m = re.match(r"^[\w:]*?(spec_decode_num_(?:draft|accepted)_tokens_total)\s+(\S+)", line)
+        if m:
+            values[m.group(1)] = float(m.group(2))
+    return Metrics(values.get("spec_decode_num_draft_tokens_total", 0.0),
+                   values.get("spec_decode_num_accepted_tokens_total", 0.0))
+
+
+def server_version(binary: Path) -> str:
+    """What `llama-server --version` says of its build ("0.6.0-dev (build 0, commit
+    unknown)" for one built from a source distribution, which carries no git history)."""
+    try:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    m = re.search(r"version:\s*(.+)", done.stdout + done.stderr)
+    return m.group(1).strip() if m else "unknown build"
+
+
+CHECK_DOCS = {
+    "A1-drafted": "the server drafted (its /metrics counters), and a perfect draft had every "
+                  "draft accepted",
+    "I1-stream": "streamed text joined equals the non-streamed answer",
+    "L1-logprobs": "logprobs and top alternatives equal plain's within a stated tolerance",
+    "C1-concurrent": "requests in parallel slots answer as each does alone",
+    "I2-slot-reuse": "a reused slot answers a prompt extending its last answer as plain does",
+    "I11-context": "a prompt near the slot's context: no draft past it, plain's answer",
+}
+
+
+class LlamaServerPeer:
+    """`onebit peer llama-server [--server-bin PATH] [--model FILE.gguf]`."""
+
+    name = "llama-server"
+    checks = CHECKS
+    check_docs = CHECK_DOCS
+
+    def __init__(self, server_bin: str | None = None, model: str | None = None, *,
+                 arms: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None,
+                 sampled: bool = False, delta: float | None = None, threads: int = 2) -> None:
+        for name in arms or ():
+            if name not in ARM_NAMES:
+                raise ValueError(f"unknown llama-server peer arm {name!r}; one of "
+                                 f"{', '.join(ARM_NAMES)}")
+        for name in only or ():
+            if name not in CHECKS:
+                raise ValueError(f"unknown llama-server peer check {name!r}; one of "
+                                 f"{', '.join(CHECKS)}")
+        self.server_bin = server_bin
+        self.model_arg = model
+        self.arm_names = tuple(arms) if arms else ARM_NAMES
+        self.only = tuple(only) if only else CHECKS
+        self.sampled = sampled
+        self.delta = delta
+        self.threads = threads
+        self.binary: Path | None = None
+        self.model: Path | None = None
+        self.drafts: dict[str, Path] = {}
+        self.plain: ServerProcess | None = None
+        self.build = "?"
+
+    # -- the runner's protocol --------------------------------------------------------------
+
+    def unavailable(self) -> str | None:
+        try:
+            self.binary = find_server(self.server_bin)
+        except ServerFailed as error:
+            return str(error)
+        if self.binary is None:
+            return ("no llama-server binary: pass --server-bin PATH, set $ONEBIT_LLAMA_SERVER, "
+                    "or put llama-server on PATH (docs/tools.md: building llama-server)")
+        reason = self._find_model()
+        if reason is not None:
+            return reason
+        self.build = server_version(self.binary)
+        if any(a in ("draft-half", "draft-garbage") for a in self.arm_names):
+            from onebit.gguf.derive import derived_drafts
+            from onebit.models.errors import ModelFileError
+
+            try:
+                self.drafts = derived_drafts(self.model)
+            except (ModelFileError, ValueError) as error:
+                return f"cannot make the drafts from {self.model}: {error}"
+        self.plain = ServerProcess(self.argv(), name="llama-server (plain)")
+        try:
+            self.plain.start()
+        except ServerFailed as error:
+            self.plain = None
+            return f"the plain server did not start: {error}"
+        return None
+
+    def _find_model(self) -> str | None:
+        if self.model_arg is not None:
+            path = Path(self.model_arg).expanduser()
+            if not path.is_file():
+                return f"--model names {str(path)!r}, which is not a file"
+            self.model = path.resolve()
+            return None
+        from onebit.hub import cached
+
+        self.model = cached("smollm2")
+        if self.model is None:
+            return ("SmolLM2 is not in onebit's cache: run `onebit pull smollm2`, or pass "
+                    "--model FILE.gguf")
+        return None
+
+    def version(self) -> str:
+        return f"llama.cpp {self.build}, {self.binary}, {self.model.name}"
+
+    def arms(self) -> list[ServerArm]:
+        return [ServerArm(self, name) for name in self.arm_names]
+
+    def close(self) -> None:
+        if self.plain is not None:
+            self.plain.stop()
+            self.plain = None
+
+    # -- servers ----------------------------------------------------------------------------
+
+    def argv(self, *spec: str) -> list[str]:
+        """The command line every server shares (the plain one is this alone)."""
+        return [str(self.binary), "-m", str(self.model), "-c", str(CONTEXT), "-np", str(SLOTS),
+                "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-warmup",
+                *spec]
+
+    def spec_flags(self, arm: str) -> list[str]:
+        if arm in NGRAM:
+            return ["--spec-type", arm, *NGRAM[arm]]
+        draft = {"draft-perfect": self.model, "draft-half": self.drafts.get("half"),
+                 "draft-garbage": self.drafts.get("garbage")}[arm]
+        return ["--spec-type", "draft-simple", "-md", str(draft), "--spec-draft-n-max",
+                str(DRAFT_MAX), "-td", str(self.threads)]
+
+
+class ServerArm:
+    """One speculation arm: its own server, started for `judge()` and stopped after it."""
+
+    def __init__(self, peer: LlamaServerPeer, name: str) -> None:
+        self.peer = peer
+        self.name = name
+        flags = peer.spec_flags(name)
+        shown = [Path(f).name if f.endswith(".gguf") else f for f in flags]
+        self.note = (f"llama-server {' '.join(shown)}; -np {SLOTS} -c {CONTEXT}; against the "
+                     f"same binary and model without --spec-type")
+
+    def judge(self) -> dict[str, Outcome]:
+        peer = self.peer
+        spec = ServerProcess(peer.argv(*peer.spec_flags(self.name)),
+                             name=f"llama-server ({self.name})")
+        try:
+            spec.start()
+        except ServerFailed as error:
+            outcomes = {c: not_applicable("the speculative server did not start")
+                        for c in CHECKS}
+            outcomes["A1-drafted"] = failed(f"the server did not start with this "
+                                            f"speculation: {error}")
+            return outcomes
+        try:
+            return self._judge(spec)
+        finally:
+            spec.stop()
+
+    def _judge(self, spec: ServerProcess) -> dict[str, Outcome]:
+        peer = self.peer
+        served = OpenAIPeer(spec.url, peer.plain.url, sampled=peer.sampled, delta=peer.delta,
+                            only=tuple(c for c in peer.only if c in SERVED_CHECKS),
+                            fields=FIELDS)
+        reason = served.unavailable()
+        if reason is not None:
+            return {c: failed(reason) for c in CHECKS}
+        completions, chat = EndpointArm(served, "completions"), EndpointArm(served, "chat")
+        start = read_metrics(spec.url)
+        # A1's own count first, request by request, of the answers that end at their budget:
+        # there every draft has a target token to be held to (a draft past an end-of-turn
+        # token, a stop or the context has none, and llama.cpp rightly does not accept it)
+        clean = Metrics()
+        for arm in (completions, chat):
+            for prompt in arm.prompts:
+                before = read_metrics(spec.url)
+                answer = arm.ask(arm.body(prompt))
+                if answer["choices"][0].get("finish_reason") == "length":
+                    clean = clean + (read_metrics(spec.url) - before)
+        outcomes = merge({"completions": completions.judge(), "chat": chat.judge()})
+        own = {"I10-eos": lambda: eos(chat), "I2-slot-reuse": lambda: slot_reuse(completions),
+               "I11-context": lambda: context_edge(completions, served)}
+        for name, check in own.items():
+            if name not in peer.only:
+                outcomes[name] = not_applicable("not asked (--check)")
+                continue
+            try:
+                outcomes[name] = check()
+            except (ServerError, Unreachable) as error:
+                outcomes[name] = failed(f"the server answered {error}")
+            except (KeyError, IndexError, TypeError, ValueError) as error:
+                outcomes[name] = failed(f"an answer not in the expected shape: "
+                                        f"{type(error).__name__}: {error}")
+        if not spec.running():
+            crashed = f"the speculative server died during the checks:\n{spec.log(8)}"
+            return {c: failed(crashed) if o.status != NOT_APPLICABLE else o
+                    for c, o in outcomes.items()}
+        outcomes["A1-drafted"] = drafted(self.name, clean, read_metrics(spec.url) - start)
+        return {c: outcomes.get(c, not_applicable("not asked (--check)")) for c in CHECKS}
+
+
+def merge(by_endpoint: dict[str, dict[str, Outcome]]) -> dict[str, Outcome]:
+    """One outcome per check over both endpoints: failed where either failed (each failure
+    named by its endpoint), passed where one passed and none failed."""
+    merged = {}
+    for check in SERVED_CHECKS:
+        cells = {e: o[check] for e, o in by_endpoint.items() if check in o}
+        bad = [f"{e}: {o.detail}" for e, o in cells.items() if o.status == FAILED]
+        good = [f"{e}: {o.detail}" for e, o in cells.items() if o.status == "passed"]
+        if bad:
+            merged[check] = failed("; ".join(bad))
+        elif good:
+            merged[check] = passed("; ".join(good))
+        else:
+            merged[check] = next(iter(cells.values()), not_applicable("no endpoint ran it"))
+    return merged
+
+
+def drafted(arm: str, clean: Metrics, whole: Metrics) -> Outcome:
+    """A1: the arm drafted (else its other checks held nothing), and a perfect draft had
+    every draft accepted on the answers that end at their budget (`clean`; `whole` counts
+    every request of the arm, drafts past an answer's end included)."""
+    made, kept = int(whole.drafted), int(whole.accepted)
+    if made == 0:
+        return not_applicable("the server drafted nothing on these prompts: this arm's other "
+                              "checks compared plain decode with itself")
+    share = f"{kept}/{made} drafts accepted ({kept / made:.0%}) over the arm"
+    c_made, c_kept = int(clean.drafted), int(clean.accepted)
+    if arm == "draft-perfect":
+        if c_made == 0:
+            return failed(f"the target as its own draft drafted nothing on the I1 answers that end at their budget; "
+                          f"{share}")
+        if c_kept != c_made:
+            return failed(f"the target as its own draft: {c_kept}/{c_made} drafts accepted "
+                          f"on the I1 answers that end at their budget; every "
+                          f"draft is the target's own greedy choice, so every one must be "
+                          f"accepted ({share})")
+        return passed(f"{c_kept}/{c_made} accepted on the I1 answers that end at their budget; {share}")
+    return passed(share)
+
+
+def eos(chat: EndpointArm) -> Outcome:
+    """I10-eos: where plain's answer ends with the end-of-turn token inside the budget, the
+    speculative answer ends at the same token, with the same ids, finish reason and count."""
+    ends, bad = [], []
+    for i, prompt in enumerate(EOS_PROMPTS):
+        spec, plain = chat.pair(chat.body(prompt, max_tokens=EOS_BUDGET))
+        finish = plain["choices"][0].get("finish_reason")
+        if finish != "stop":
+            continue
+        ends.append(len(_ids(plain) or []))
+        if (where := _diverges(spec, plain)) is not None:
+            bad.append(f"prompt {i}: {where}")
+        elif spec["choices"][0].get("finish_reason") != "stop":
+            bad.append(f"prompt {i}: finish_reason {spec['choices'][0].get('finish_reason')!r}"
+                       f" where plain's turn ended")
+        elif (spec.get("usage") or {}).get("completion_tokens") != \
+                (plain.get("usage") or {}).get("completion_tokens"):
+            bad.append(f"prompt {i}: usage.completion_tokens "
+                       f"{(spec.get('usage') or {}).get('completion_tokens')} vs plain's "
+                       f"{(plain.get('usage') or {}).get('completion_tokens')}")
+    if not ends:
+        return not_applicable(f"no prompt ended its turn within {EOS_BUDGET} tokens")
+    if bad:
+        return failed("; ".join(bad))
+    return passed(f"{len(ends)} answers end with the turn, after {ends} tokens, as plain's")
+
+
+def slot_reuse(completions: EndpointArm) -> Outcome:
+    """I2-slot-reuse: one slot, prompts that each extend the last prompt and its answer
+    (`cache_prompt`, so the slot's cache is reused): every answer equals plain's."""
+    prompt, bad = completions.prompts[0], []
+    pin = {"id_slot": 0, "cache_prompt": True}
+    for turn, follow in enumerate(("", *FOLLOW_UPS)):
+        prompt = prompt + follow
+        body = completions.body(prompt, **pin)
+        spec = completions.ask(body, fresh=True)
+        plain = completions.ask(body, plain=True, fresh=True)
+        if (where := _diverges(spec, plain)) is not None:
+            bad.append(f"turn {turn}: {where}")
+            break
+        prompt += completions_text(plain)
+    if bad:
+        return failed("; ".join(bad))
+    return passed(f"{1 + len(FOLLOW_UPS)} turns on slot 0, each extending the last answer")
+
+
+def completions_text(body: dict) -> str:
+    return body["choices"][0].get("text") or ""
+
+
+def context_edge(completions: EndpointArm, served: OpenAIPeer) -> Outcome:
+    """I11-context: a prompt of the slot's context less EDGE tokens, asked for more than fit:
+    the speculative answer is plain's (ids, finish reason, or the same refusal), and prompt
+    plus answer stay within the context."""
+    listed = served.client.get("/v1/models")
+    n_ctx = int(listed["data"][0]["meta"]["n_ctx"])
+    unit = served.client.post("/tokenize", {"content": completions.prompts[0]})["tokens"]
+    prompt = (unit * (n_ctx // max(1, len(unit)) + 1))[: n_ctx - EDGE]
+    body = completions.body("", max_tokens=4 * EDGE)
+    body["prompt"] = prompt
+    try:
+        spec = completions.ask(body, fresh=True)
+    except ServerError as error:
+        spec = error
+    try:
+        plain = completions.ask(body, plain=True, fresh=True)
+    except ServerError as error:
+        plain = error
+    if isinstance(plain, ServerError) or isinstance(spec, ServerError):
+        if isinstance(plain, ServerError) and isinstance(spec, ServerError) \
+                and plain.status == spec.status:
+            return passed(f"both refuse a {len(prompt)}-token prompt in a {n_ctx}-token slot: "
+                          f"HTTP {plain.status}")
+        return failed(f"a {len(prompt)}-token prompt in a {n_ctx}-token slot: speculative "
+                      f"{describe(spec)}, plain {describe(plain)}")
+    if (where := _diverges(spec, plain)) is not None:
+        return failed(f"a {len(prompt)}-token prompt in a {n_ctx}-token slot: {where}")
+    made = len(_ids(spec) or [])
+    if len(prompt) + made > n_ctx:
+        return failed(f"{len(prompt)} prompt tokens + {made} generated > the slot's {n_ctx}")
+    finish = spec["choices"][0].get("finish_reason")
+    if finish != plain["choices"][0].get("finish_reason"):
+        return failed(f"finish_reason {finish!r} vs plain's "
+                      f"{plain['choices'][0].get('finish_reason')!r}")
+    return passed(f"{len(prompt)}-token prompt in a {n_ctx}-token slot: {made} tokens, "
+                  f"finish {finish!r}, as plain")
+
+
+def describe(answer) -> str:
+    if isinstance(answer, ServerError):
+        return f"HTTP {answer.status}"
+    return f"{len(_ids(answer) or [])} tokens, finish {answer['choices'][0].get('finish_reason')!r}"
+
+
+__all__ = ["ARM_NAMES", "CHECKS", "LlamaServerPeer", "ServerArm", "read_metrics"]
