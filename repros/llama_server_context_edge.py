@@ -78,8 +78,8 @@ def main() -> int:
                    for name, url in (("plain", plain), ("speculative", spec))}
         ids = {name: a["__verbose"]["tokens"] for name, a in answers.items()}
         for name, a in answers.items():
-            print(f"{name:12s} {len(ids[name])} tokens, finish {a['choices'][0]['finish_reason']!r}:"
-                  f" {ids[name]}")
+            finish = a["choices"][0]["finish_reason"]
+            print(f"{name:12s} {len(ids[name])} tokens, finish {finish!r}: {ids[name]}")
         print(f"({len(prompt)}-token prompt, {n_ctx}-token slot)")
         return 0 if ids["plain"] == ids["speculative"] else 1
     finally:

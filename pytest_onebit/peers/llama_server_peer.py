@@ -14,18 +14,20 @@ quality is known, made from the target itself (`onebit.gguf.derive`):
   rejected, so the server keeps rolling back.
 
 Every arm must give exactly the plain server's greedy token ids. The checks the OpenAI arm
-defines (`openai_peer`) run on both endpoints, `/v1/completions` and `/v1/chat/completions`,
-with llama-server's `return_tokens` and `verbose` so the ids come back; the checks below are
-llama-server's own: A1-drafted (the server's `/metrics` counters: speculation really ran, and
-the perfect draft had every draft accepted where the answer ends at its budget; a draft past
-an end-of-turn token, a stop or the context has no target token to match, and llama.cpp does
-not accept a drafted end-of-generation token),
-I10-eos (an end-of-generation token inside a block ends the answer where plain's ends),
-I2-slot-reuse (a slot reused for a prompt that extends the last answer answers as plain: no
-rolled-back draft stays in the slot's cache), I11-context (a prompt that nearly fills the
-slot's context: no draft runs past it). Sampled output (S1) is opt-in, as for the OpenAI arm:
-black-box, a distribution can only be tested, not proved equal; onebit's own sampled loop is
-proved by enumeration.
+defines (`openai_peer`, I10-eos among them) run on both endpoints, `/v1/completions` and
+`/v1/chat/completions`, with llama-server's `return_tokens` and `verbose` so the ids come back.
+The checks below are llama-server's own:
+
+- A1-drafted: the server's `/metrics` counters say speculation really ran, and the perfect
+  draft had every draft accepted where the answer ends at its budget (a draft past an
+  end-of-turn token, a stop or the context has no target token to match, and llama.cpp does
+  not accept a drafted end-of-generation token);
+- I2-slot-reuse: a slot reused for a prompt that extends its last answer answers as plain (no
+  rolled-back draft stays in the slot's cache);
+- I11-context: a prompt that nearly fills the slot's context: no draft runs past it.
+
+Sampled output (S1) is opt-in, as for the OpenAI arm: black-box, a distribution can only be
+tested, not proved equal; onebit's own sampled loop is proved by enumeration.
 
 The plain server and each arm's server are stopped whatever happens (`close()`, which
 `run_peer` calls, and `ServerProcess`).
@@ -42,13 +44,19 @@ from pathlib import Path
 from pytest_onebit.peers.openai_client import ServerError, Unreachable
 from pytest_onebit.peers.openai_peer import CHECKS as SERVED_CHECKS
 from pytest_onebit.peers.openai_peer import EndpointArm, OpenAIPeer, _diverges, _ids
-from pytest_onebit.peers.protocol import FAILED, NOT_APPLICABLE, Outcome, failed, \
-    not_applicable, passed
+from pytest_onebit.peers.protocol import (
+    FAILED,
+    NOT_APPLICABLE,
+    Outcome,
+    failed,
+    not_applicable,
+    passed,
+)
 from pytest_onebit.peers.server_process import ServerFailed, ServerProcess, find_server
 
-OWN_CHECKS = ("A1-drafted", "I10-eos", "I2-slot-reuse", "I11-context")
+OWN_CHECKS = ("A1-drafted", "I2-slot-reuse", "I11-context")
 CHECKS = ("A1-drafted", *[c for c in SERVED_CHECKS if c != "S1-distribution"],
-          "I10-eos", "I2-slot-reuse", "I11-context", "S1-distribution")
+          "I2-slot-reuse", "I11-context", "S1-distribution")
 #: llama-server's switches that put the answer's token ids in the response (`__verbose`)
 FIELDS = {"return_tokens": True, "verbose": True}
 SLOTS = 3          # C1-concurrent sends 3 requests at once: one slot each
@@ -67,11 +75,6 @@ NGRAM = {"ngram-simple": ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simpl
 DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage")
 ARM_NAMES = (*NGRAM, *DRAFT_ARMS)
 
-# I10-eos: chat prompts SmolLM2 answers in a few tokens and then ends its turn
-EOS_PROMPTS = ("Answer with one word: what is the capital of France?",
-               "Reply with only the word yes.",
-               "What is 2 + 2? Answer with the number only.")
-EOS_BUDGET = 48
 # I2-slot-reuse: each request's prompt is the last prompt, its answer and this
 FOLLOW_UPS = ("\nA: hello\nB:", "\nA: goodbye\nB: goodbye\nA:")
 
@@ -277,7 +280,7 @@ class ServerArm:
                 if answer["choices"][0].get("finish_reason") == "length":
                     clean = clean + (read_metrics(spec.url) - before)
         outcomes = merge({"completions": completions.judge(), "chat": chat.judge()})
-        own = {"I10-eos": lambda: eos(chat), "I2-slot-reuse": lambda: slot_reuse(completions),
+        own = {"I2-slot-reuse": lambda: slot_reuse(completions),
                "I11-context": lambda: context_edge(completions, served)}
         for name, check in own.items():
             if name not in peer.only:
@@ -327,42 +330,16 @@ def drafted(arm: str, clean: Metrics, whole: Metrics) -> Outcome:
     c_made, c_kept = int(clean.drafted), int(clean.accepted)
     if arm == "draft-perfect":
         if c_made == 0:
-            return failed(f"the target as its own draft drafted nothing on the I1 answers that end at their budget; "
-                          f"{share}")
+            return failed(f"the target as its own draft drafted nothing on the I1 answers "
+                          f"that end at their budget; {share}")
         if c_kept != c_made:
             return failed(f"the target as its own draft: {c_kept}/{c_made} drafts accepted "
                           f"on the I1 answers that end at their budget; every "
                           f"draft is the target's own greedy choice, so every one must be "
                           f"accepted ({share})")
-        return passed(f"{c_kept}/{c_made} accepted on the I1 answers that end at their budget; {share}")
+        return passed(f"{c_kept}/{c_made} accepted on the I1 answers that end at their "
+                      f"budget; {share}")
     return passed(share)
-
-
-def eos(chat: EndpointArm) -> Outcome:
-    """I10-eos: where plain's answer ends with the end-of-turn token inside the budget, the
-    speculative answer ends at the same token, with the same ids, finish reason and count."""
-    ends, bad = [], []
-    for i, prompt in enumerate(EOS_PROMPTS):
-        spec, plain = chat.pair(chat.body(prompt, max_tokens=EOS_BUDGET))
-        finish = plain["choices"][0].get("finish_reason")
-        if finish != "stop":
-            continue
-        ends.append(len(_ids(plain) or []))
-        if (where := _diverges(spec, plain)) is not None:
-            bad.append(f"prompt {i}: {where}")
-        elif spec["choices"][0].get("finish_reason") != "stop":
-            bad.append(f"prompt {i}: finish_reason {spec['choices'][0].get('finish_reason')!r}"
-                       f" where plain's turn ended")
-        elif (spec.get("usage") or {}).get("completion_tokens") != \
-                (plain.get("usage") or {}).get("completion_tokens"):
-            bad.append(f"prompt {i}: usage.completion_tokens "
-                       f"{(spec.get('usage') or {}).get('completion_tokens')} vs plain's "
-                       f"{(plain.get('usage') or {}).get('completion_tokens')}")
-    if not ends:
-        return not_applicable(f"no prompt ended its turn within {EOS_BUDGET} tokens")
-    if bad:
-        return failed("; ".join(bad))
-    return passed(f"{len(ends)} answers end with the turn, after {ends} tokens, as plain's")
 
 
 def slot_reuse(completions: EndpointArm) -> Outcome:

@@ -20,7 +20,7 @@ from pytest_onebit.peers.openai_client import Client, ServerError, Unreachable, 
 from pytest_onebit.peers.protocol import Outcome, failed, not_applicable, passed
 from pytest_onebit.peers.two_sample import TwoSamplePower, compare
 
-CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "L1-logprobs",
+CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "I10-eos", "L1-logprobs",
           "C1-concurrent", "S1-distribution")
 TOKENS = 16
 BUDGETS = (1, 2, 3, 5)
@@ -43,6 +43,19 @@ CHAT_PROMPTS = ("Repeat this sentence twice: the cat sat on the mat.",
 # (prompt index, stop): each completes inside the first accepted block on SmolLM2
 COMPLETION_STOPS = ((0, "B:"), (1, "</li>"), (0, ["zzz", "\nA"]))
 CHAT_STOPS = ((0, "mat"), (1, ", 4"))
+# I10-eos: conversations SmolLM2 answers in a few tokens and then ends its turn; in the first
+# two the same question was answered before, so prompt lookup finds the answer and the
+# end-of-turn token after it in the prompt and drafts them in one block
+EOS_CHATS = (
+    [{"role": "user", "content": "Reply with only the word yes."},
+     {"role": "assistant", "content": "Yes."},
+     {"role": "user", "content": "Reply with only the word yes."}],
+    [{"role": "user", "content": "What is 2 + 2? Answer with the number only."},
+     {"role": "assistant", "content": "2 + 2 = 4"},
+     {"role": "user", "content": "What is 2 + 2? Answer with the number only."}],
+    [{"role": "user", "content": "Answer with one word: what is the capital of France?"}],
+)
+EOS_BUDGET = 48
 
 
 def _ids(body: dict, *, verbose: bool = True) -> list[int] | None:
@@ -191,7 +204,7 @@ class EndpointArm:
     def judge(self) -> dict[str, Outcome]:
         checks: dict[str, Callable[[], Outcome]] = {
             "I1-text": self.text, "I1-stream": self.stream, "I9-budget": self.budget,
-            "I10-stop-string": self.stop, "L1-logprobs": self.logprobs,
+            "I10-stop-string": self.stop, "I10-eos": self.eos, "L1-logprobs": self.logprobs,
             "C1-concurrent": self.concurrent, "S1-distribution": self.distribution}
         outcomes = {}
         for name in self.peer.only:
@@ -277,6 +290,37 @@ class EndpointArm:
                 ends.append(f"{stop!r} after {len(text)} chars")
         return failed("; ".join(bad)) if bad else passed(
             f"text ends where plain's does: {', '.join(ends)}{_accepted(bodies)}")
+
+    def eos(self) -> Outcome:
+        """Where plain's answer ends its turn within EOS_BUDGET tokens, the speculative one
+        ends at the same token: the same ids (none past the end), finish_reason "stop" and
+        usage.completion_tokens."""
+        if self.name != "chat":
+            return not_applicable("chat only: a conversation ends its turn")
+        ends, bad, bodies = [], [], []
+        for i, messages in enumerate(EOS_CHATS):
+            body = {**self.body("", max_tokens=EOS_BUDGET), "messages": messages}
+            spec, plain = self.pair(body)
+            bodies.append(spec)
+            if plain["choices"][0].get("finish_reason") != "stop":
+                continue
+            ends.append(len(_ids(plain) or []) or len(_text(plain)))
+            used = [(b.get("usage") or {}).get("completion_tokens") for b in (spec, plain)]
+            if (where := _diverges(spec, plain)) is not None:
+                bad.append(f"conversation {i}: {where}")
+            elif spec["choices"][0].get("finish_reason") != "stop":
+                bad.append(f"conversation {i}: finish_reason "
+                           f"{spec['choices'][0].get('finish_reason')!r} where plain's turn "
+                           f"ended")
+            elif used[0] != used[1]:
+                bad.append(f"conversation {i}: usage.completion_tokens {used[0]} vs plain's "
+                           f"{used[1]}")
+        if not ends:
+            return not_applicable(f"no conversation ended its turn within {EOS_BUDGET} tokens")
+        if bad:
+            return failed("; ".join(bad))
+        return passed(f"{len(ends)} answers end with the turn, after {ends} tokens, as "
+                      f"plain's{_accepted(bodies)}")
 
     def logprobs(self) -> Outcome:
         worst, bad = 0.0, []

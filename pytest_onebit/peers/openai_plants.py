@@ -111,6 +111,8 @@ class AcceptOneMoreEngine(Engine):
 
 #: plant name -> (the engine class, the check that must catch it)
 PLANTS = {"stop-in-block": (StopInBlockEngine, "I10-stop-string"),
+          # the same fault met by an end-of-turn token drafted inside a block
+          "eos-in-block": (StopInBlockEngine, "I10-eos"),
           "stop-uncut": (StopUncutEngine, "I10-stop-string"),
           "budget": (BudgetEngine, "I9-budget"),
           "logprobs": (LogprobsEngine, "L1-logprobs"),

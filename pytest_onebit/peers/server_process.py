@@ -86,8 +86,8 @@ class ServerProcess:
         self.port = 0
         self.process: subprocess.Popen | None = None
         # the child writes through this handle; log() reads through a handle of its own, so
-        # reading never moves the child's write offset
-        self._log = tempfile.NamedTemporaryFile(prefix="onebit-server-", suffix=".log")
+        # reading never moves the child's write offset; it lives as long as this object
+        self._log = tempfile.NamedTemporaryFile(prefix="onebit-server-", suffix=".log")  # noqa: SIM115
 
     @property
     def url(self) -> str:

@@ -52,21 +52,23 @@ def test_clean_server_passes_every_check(smollm2, capsys):
     assert "drafts accepted" in report["checks"]["I1-text"]["arms"]["completions"]["detail"]
 
 
-@pytest.mark.parametrize("plant", ["stop-in-block", "stop-uncut", "budget", "logprobs",
-                                   "accept-one-more"])
+@pytest.mark.parametrize("plant", ["stop-in-block", "eos-in-block", "stop-uncut", "budget",
+                                   "logprobs", "accept-one-more"])
 def test_each_planted_fault_fails_its_check(smollm2, capsys, plant):
     """A server with one planted fault fails the check made to catch it (exit 1, the check
-    named failed in the report and on the closing line). Only that check runs, on the
-    completions endpoint, to keep the test short; the clean run above passes it."""
+    named failed in the report and on the closing line). Only that check runs, on one
+    endpoint (completions; chat for I10-eos, which needs a conversation), to keep the test
+    short; the clean run above passes it."""
     from pytest_onebit.peers.openai_plants import PLANTS
 
     engine_class, check = PLANTS[plant]
+    arm = "chat" if check == "I10-eos" else "completions"
     with serving(engine_class(smollm2)) as server:
-        status, report = peer(capsys, server.url, "--check", check, "--arm", "completions")
+        status, report = peer(capsys, server.url, "--check", check, "--arm", arm)
     cell = report["checks"][check]
     assert status == 1, report
     assert cell["status"] == "failed", cell
-    assert cell["arms"]["completions"]["detail"], cell
+    assert cell["arms"][arm]["detail"], cell
 
 
 @pytest.mark.slow  # a second budget-plant server: the same requests as its case above

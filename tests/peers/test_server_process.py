@@ -91,9 +91,8 @@ def test_a_failure_inside_the_with_block_still_stops_the_server(server_argv):
     """An exception in the body of `with ServerProcess(...)` (a check that raised, Ctrl-C's
     KeyboardInterrupt) leaves nothing running."""
     argv, pids = server_argv
-    with pytest.raises(KeyboardInterrupt):
-        with ServerProcess(argv, name="toy"):
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), ServerProcess(argv, name="toy"):
+        raise KeyboardInterrupt
     assert gone(*map(int, pids.read_text().split()))
 
 
