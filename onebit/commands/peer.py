@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import threading
 
@@ -55,6 +56,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     served.add_argument("--check", action="append", default=[], metavar="NAME",
                         help="run only this check (repeatable; default every check; openai "
                         "and llama-server)")
+    served.add_argument("--field", action="append", default=[], metavar="KEY=JSON",
+                        help="a field sent in every request, for a server's own switches "
+                        "(repeatable; the value is JSON, else a string): vLLM's ids with "
+                        "--field return_token_ids=true")
     served.add_argument("--sampled", action="store_true",
                         help="run S1-distribution too (hundreds of short sampled requests; "
                         "openai and llama-server)")
@@ -67,6 +72,20 @@ def add_parser(sub) -> argparse.ArgumentParser:
     llama.add_argument("--threads", type=int, default=2, metavar="N",
                        help="threads for each server (default 2)")
     return parser
+
+
+def parse_fields(items: list[str]) -> dict:
+    """`--field KEY=JSON` items as a dict; a value that is not JSON is kept as a string."""
+    fields = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--field wants KEY=VALUE, got {item!r}")
+        try:
+            fields[key] = json.loads(raw)
+        except ValueError:
+            fields[key] = raw
+    return fields
 
 
 @contextlib.contextmanager
@@ -92,8 +111,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.peer == "openai" and args.url is None:
         return fail("peer", "openai needs --url (the server to hold)")
-    if args.peer != "openai" and (args.url or args.plain_url):
-        return fail("peer", f"--url and --plain-url are for the openai peer, not {args.peer}")
+    if args.peer != "openai" and (args.url or args.plain_url or args.field):
+        return fail("peer", f"--url, --plain-url and --field are for the openai peer, not "
+                    f"{args.peer}")
     if args.peer not in SERVED and (args.check or args.sampled):
         return fail("peer", f"--check and --sampled are for the openai and llama-server "
                     f"peers, not {args.peer}")
@@ -114,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
 
             peer = OpenAIPeer(args.url, args.plain_url, arms=tuple(args.arm) or None,
                               only=tuple(args.check) or None, sampled=args.sampled,
-                              delta=args.delta)
+                              delta=args.delta, fields=parse_fields(args.field))
         elif args.peer == "transformers":
             peer = TransformersPeer(delta=args.delta, arms=tuple(args.arm) or None)
         else:

@@ -104,6 +104,17 @@ def test_openai_options_are_checked(capsys):
     assert "for the openai peer" in capsys.readouterr().err
     assert main(["peer", "openai", "--url", "http://127.0.0.1:1", "--check", "I99"]) == 2
     assert "unknown openai peer check 'I99'" in capsys.readouterr().err
+    assert main(["peer", "openai", "--url", "http://127.0.0.1:1", "--field", "nokey"]) == 2
+    assert "--field wants KEY=VALUE, got 'nokey'" in capsys.readouterr().err
+    assert main(["peer", "transformers", "--field", "a=1"]) == 2
+
+
+def test_fields_are_json_or_strings():
+    """`--field KEY=JSON`: a JSON value is sent as that value, anything else as a string."""
+    from onebit.commands.peer import parse_fields
+
+    assert parse_fields(["return_token_ids=true", "n=3", "tag=abc", "x={\"a\": [1]}"]) == {
+        "return_token_ids": True, "n": 3, "tag": "abc", "x": {"a": [1]}}
 
 
 @pytest.mark.slow
