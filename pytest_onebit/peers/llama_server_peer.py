@@ -54,7 +54,6 @@ from pytest_onebit.peers.protocol import (
 )
 from pytest_onebit.peers.server_process import ServerFailed, ServerProcess, find_server
 
-OWN_CHECKS = ("A1-drafted", "I2-slot-reuse", "I11-context")
 CHECKS = ("A1-drafted", *[c for c in SERVED_CHECKS if c != "S1-distribution"],
           "I2-slot-reuse", "I11-context", "S1-distribution")
 #: llama-server's switches that put the answer's token ids in the response (`__verbose`)
