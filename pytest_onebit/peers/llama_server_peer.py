@@ -48,6 +48,7 @@ from pytest_onebit.peers.protocol import (
     FAILED,
     NOT_APPLICABLE,
     Outcome,
+    chosen,
     failed,
     not_applicable,
     passed,
@@ -136,18 +137,10 @@ class LlamaServerPeer:
     def __init__(self, server_bin: str | None = None, model: str | None = None, *,
                  arms: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None,
                  sampled: bool = False, delta: float | None = None, threads: int = 2) -> None:
-        for name in arms or ():
-            if name not in ARM_NAMES:
-                raise ValueError(f"unknown llama-server peer arm {name!r}; one of "
-                                 f"{', '.join(ARM_NAMES)}")
-        for name in only or ():
-            if name not in CHECKS:
-                raise ValueError(f"unknown llama-server peer check {name!r}; one of "
-                                 f"{', '.join(CHECKS)}")
         self.server_bin = server_bin
         self.model_arg = model
-        self.arm_names = tuple(arms) if arms else ARM_NAMES
-        self.only = tuple(only) if only else CHECKS
+        self.arm_names = chosen(arms, ARM_NAMES, "llama-server peer arm")
+        self.only = chosen(only, CHECKS, "llama-server peer check")
         self.sampled = sampled
         self.delta = delta
         self.threads = threads

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from pytest_onebit.contract.assertions import first_divergence
 from pytest_onebit.peers.openai_client import Client, ServerError, Unreachable, choice_text
-from pytest_onebit.peers.protocol import Outcome, failed, not_applicable, passed
+from pytest_onebit.peers.protocol import Outcome, chosen, failed, not_applicable, passed
 from pytest_onebit.peers.two_sample import TwoSamplePower, compare
 
 CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "I10-eos", "L1-logprobs",
@@ -124,16 +124,8 @@ class OpenAIPeer:
                  timeout: float = 120.0, fields: dict | None = None) -> None:
         self.client = Client(url, timeout=timeout)
         self.plain = Client(plain_url, timeout=timeout) if plain_url else None
-        for name in only or ():
-            if name not in CHECKS:
-                raise ValueError(f"unknown openai peer check {name!r}; one of "
-                                 f"{', '.join(CHECKS)}")
-        for name in arms or ():
-            if name not in ENDPOINTS:
-                raise ValueError(f"unknown openai peer arm {name!r}; one of "
-                                 f"{', '.join(ENDPOINTS)}")
-        self.only = tuple(only) if only else CHECKS
-        self.arm_names = tuple(arms) if arms else tuple(ENDPOINTS)
+        self.only = chosen(only, CHECKS, "openai peer check")
+        self.arm_names = chosen(arms, tuple(ENDPOINTS), "openai peer arm")
         self.sampled = sampled
         self.power = TwoSamplePower(delta=delta or 0.5, alpha=1e-3, beta=1e-2,
                                     outcomes=SAMPLED_OUTCOMES)

@@ -43,6 +43,15 @@ def not_applicable(reason: str) -> Outcome:
     return Outcome(NOT_APPLICABLE, reason)
 
 
+def chosen(names: tuple[str, ...] | None, known, what: str) -> tuple[str, ...]:
+    """The arms or checks a user asked for (`--arm`, `--check`), each one of `known`, or all
+    of `known` when none was asked; a name not known is a ValueError listing them."""
+    for name in names or ():
+        if name not in known:
+            raise ValueError(f"unknown {what} {name!r}; one of {', '.join(known)}")
+    return tuple(names) if names else tuple(known)
+
+
 class Arm(Protocol):
     """One way of running a peer; `judge()` maps each check it ran to its outcome (a check it
     leaves out is not applicable to it)."""
