@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_onebit.peers.openai_client import ServerError, Unreachable
@@ -53,6 +51,7 @@ from pytest_onebit.peers.protocol import (
     not_applicable,
     passed,
 )
+from pytest_onebit.peers.served_metrics import Metrics, read_metrics
 from pytest_onebit.peers.server_process import ServerFailed, ServerProcess, find_server
 
 CHECKS = ("A1-drafted", *[c for c in SERVED_CHECKS if c != "S1-distribution"],
@@ -79,29 +78,13 @@ ARM_NAMES = (*NGRAM, *DRAFT_ARMS)
 FOLLOW_UPS = ("\nA: hello\nB:", "\nA: goodbye\nB: goodbye\nA:")
 
 
-@dataclass(frozen=True)
-class Metrics:
-    drafted: float = 0.0
-    accepted: float = 0.0
-
-    def __sub__(self, other: Metrics) -> Metrics:
-        return Metrics(self.drafted - other.drafted, self.accepted - other.accepted)
-
-    def __add__(self, other: Metrics) -> Metrics:
-        return Metrics(self.drafted + other.drafted, self.accepted + other.accepted)
-
-
-def read_metrics(url: str) -> Metrics:
-    """The server's speculation counters from its Prometheus `/metrics` (`--metrics`)."""
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    values = {}
-    for line in text.splitlines():
-        m = re.match(r"^[\w:]*?(spec_decode_num_(?:draft|accepted)_tokens_total)\s+(\S+)", line)
-        if m:
-            values[m.group(1)] = float(m.group(2))
-    return Metrics(values.get("spec_decode_num_draft_tokens_total", 0.0),
-                   values.get("spec_decode_num_accepted_tokens_total", 0.0))
+def counters(url: str) -> Metrics:
+    """llama-server's counters; it serves them with `--metrics`, which every server here
+    gets, so a page without them is an error, not zero."""
+    found = read_metrics(url)
+    if found is None:
+        raise ServerError(0, f"{url}/metrics has no spec_decode counters")
+    return found
 
 
 def server_version(binary: Path) -> str:
@@ -248,6 +231,8 @@ class ServerArm:
             return outcomes
         try:
             return self._judge(spec)
+        except (ServerError, Unreachable) as error:  # outside any one check: counters
+            return {c: failed(f"the speculative server answered {error}") for c in CHECKS}
         finally:
             spec.stop()
 
@@ -260,17 +245,17 @@ class ServerArm:
         if reason is not None:
             return {c: failed(reason) for c in CHECKS}
         completions, chat = EndpointArm(served, "completions"), EndpointArm(served, "chat")
-        start = read_metrics(spec.url)
+        start = counters(spec.url)
         # A1's own count first, request by request, of the answers that end at their budget:
         # there every draft has a target token to be held to (a draft past an end-of-turn
         # token, a stop or the context has none, and llama.cpp rightly does not accept it)
         clean = Metrics()
         for arm in (completions, chat):
             for prompt in arm.prompts:
-                before = read_metrics(spec.url)
+                before = counters(spec.url)
                 answer = arm.ask(arm.body(prompt))
                 if answer["choices"][0].get("finish_reason") == "length":
-                    clean = clean + (read_metrics(spec.url) - before)
+                    clean = clean + (counters(spec.url) - before)
         outcomes = merge({"completions": completions.judge(), "chat": chat.judge()})
         own = {"I2-slot-reuse": lambda: slot_reuse(completions),
                "I11-context": lambda: context_edge(completions, served)}
@@ -289,7 +274,7 @@ class ServerArm:
             crashed = f"the speculative server died during the checks:\n{spec.log(8)}"
             return {c: failed(crashed) if o.status != NOT_APPLICABLE else o
                     for c, o in outcomes.items()}
-        outcomes["A1-drafted"] = drafted(self.name, clean, read_metrics(spec.url) - start)
+        outcomes["A1-drafted"] = drafted(self.name, clean, counters(spec.url) - start)
         return {c: outcomes.get(c, not_applicable("not asked (--check)")) for c in CHECKS}
 
 
@@ -401,4 +386,4 @@ def describe(answer) -> str:
     return f"{len(_ids(answer) or [])} tokens, finish {answer['choices'][0].get('finish_reason')!r}"
 
 
-__all__ = ["ARM_NAMES", "CHECKS", "LlamaServerPeer", "ServerArm", "read_metrics"]
+__all__ = ["ARM_NAMES", "CHECKS", "LlamaServerPeer", "ServerArm"]

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pytest_onebit.contract.assertions import first_divergence
 from pytest_onebit.peers.openai_client import Client, ServerError, Unreachable, choice_text
 from pytest_onebit.peers.protocol import Outcome, chosen, failed, not_applicable, passed
+from pytest_onebit.peers.served_metrics import Metrics, read_metrics
 from pytest_onebit.peers.two_sample import TwoSamplePower, compare
 
 CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "I10-eos", "L1-logprobs",
@@ -91,6 +92,17 @@ def _accepted(bodies: list[dict]) -> str:
     accepted = sum(s.get("accepted", 0) for s in stats)
     proposed = sum(s.get("proposed", 0) for s in stats)
     return f"; {accepted}/{proposed} drafts accepted"
+
+
+def _counted(before: Metrics | None, after: Metrics | None) -> str:
+    """What speculation did, where the server's /metrics counts it (llama-server, vLLM);
+    nothing when no draft was counted (the answers may have come from the arm's memo)."""
+    if before is None or after is None:
+        return ""
+    done = after - before
+    if done.drafted <= 0:
+        return ""
+    return f"; {int(done.accepted)}/{int(done.drafted)} drafts accepted (its /metrics)"
 
 
 def _diverges(spec: dict, plain: dict) -> str | None:
@@ -213,6 +225,7 @@ class EndpointArm:
 
     def text(self) -> Outcome:
         bodies, bad = [], []
+        before = read_metrics(self.peer.client.root)
         for i, prompt in enumerate(self.prompts):
             spec, plain = self.pair(self.body(prompt))
             bodies.append(spec)
@@ -221,7 +234,8 @@ class EndpointArm:
         what = "ids" if _ids(bodies[0]) is not None else "text (no token_ids returned)"
         if bad:
             return failed("; ".join(bad))
-        return passed(f"{len(self.prompts)} prompts, {what} equal{_accepted(bodies)}")
+        counted = _accepted(bodies) or _counted(before, read_metrics(self.peer.client.root))
+        return passed(f"{len(self.prompts)} prompts, {what} equal{counted}")
 
     def stream(self) -> Outcome:
         bad = []

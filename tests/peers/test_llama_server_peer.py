@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from onebit.cli import main
-from pytest_onebit.peers.llama_server_peer import Metrics, drafted
+from pytest_onebit.peers.llama_server_peer import drafted
+from pytest_onebit.peers.served_metrics import Metrics, parse_metrics
 from pytest_onebit.peers.server_process import SERVER_ENV, ServerFailed, find_server
 
 #: llama.cpp's open bugs this peer finds, declared so the run judges everything else
@@ -76,6 +77,29 @@ def test_a1_holds_the_perfect_draft_to_every_draft_accepted():
     assert drafted("draft-perfect", Metrics(), Metrics(5, 5)).status == "failed"
     assert drafted("draft-garbage", Metrics(10, 0), Metrics(100, 0)).detail.startswith(
         "0/100")
+
+
+# /metrics lines as llama-server (--metrics) and vLLM 0.32.0 printed them here
+LLAMA_SERVER_PAGE = """\
+# HELP llamacpp:spec_decode_num_draft_tokens_total Speculative: Total draft tokens generated
+# TYPE llamacpp:spec_decode_num_draft_tokens_total counter
+llamacpp:spec_decode_num_draft_tokens_total 321
+llamacpp:spec_decode_num_accepted_tokens_total 202
+llamacpp:spec_decode_num_drafts_total 97
+"""
+VLLM_PAGE = """\
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="/tmp/vllm/smollm2-hf"} 686.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="/tmp/vllm/smollm2-hf"} 334.0
+"""
+
+
+def test_speculation_counters_are_read_as_both_servers_print_them():
+    """Drafted and accepted counts come out of llama-server's page and vLLM's (labels and
+    all); the count of verification steps is not mistaken for either; a page without the
+    counters (onebit serve, an engine that does not speculate) is None, not zero."""
+    assert parse_metrics(LLAMA_SERVER_PAGE) == Metrics(321, 202)
+    assert parse_metrics(VLLM_PAGE) == Metrics(686, 334)
+    assert parse_metrics("process_cpu_seconds_total 1.5\n") is None
 
 
 def present() -> Path:
