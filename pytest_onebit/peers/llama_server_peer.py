@@ -41,7 +41,15 @@ from pathlib import Path
 
 from pytest_onebit.peers.openai_client import ServerError, Unreachable
 from pytest_onebit.peers.openai_peer import CHECKS as SERVED_CHECKS
-from pytest_onebit.peers.openai_peer import EndpointArm, OpenAIPeer, _diverges, _ids
+from pytest_onebit.peers.openai_peer import (
+    EOS_BUDGET,
+    EOS_CHATS,
+    EndpointArm,
+    OpenAIPeer,
+    _diverges,
+    _ids,
+    _text,
+)
 from pytest_onebit.peers.protocol import (
     FAILED,
     NOT_APPLICABLE,
@@ -257,7 +265,7 @@ class ServerArm:
                 if answer["choices"][0].get("finish_reason") == "length":
                     clean = clean + (counters(spec.url) - before)
         outcomes = merge({"completions": completions.judge(), "chat": chat.judge()})
-        own = {"I2-slot-reuse": lambda: slot_reuse(completions),
+        own = {"I2-slot-reuse": lambda: slot_reuse(completions, chat),
                "I11-context": lambda: context_edge(completions, served)}
         for name, check in own.items():
             if name not in peer.only:
@@ -274,7 +282,8 @@ class ServerArm:
             crashed = f"the speculative server died during the checks:\n{spec.log(8)}"
             return {c: failed(crashed) if o.status != NOT_APPLICABLE else o
                     for c, o in outcomes.items()}
-        outcomes["A1-drafted"] = drafted(self.name, clean, counters(spec.url) - start)
+        if "A1-drafted" in peer.only:
+            outcomes["A1-drafted"] = drafted(self.name, clean, counters(spec.url) - start)
         return {c: outcomes.get(c, not_applicable("not asked (--check)")) for c in CHECKS}
 
 
@@ -319,23 +328,36 @@ def drafted(arm: str, clean: Metrics, whole: Metrics) -> Outcome:
     return passed(share)
 
 
-def slot_reuse(completions: EndpointArm) -> Outcome:
-    """I2-slot-reuse: one slot, prompts that each extend the last prompt and its answer
-    (`cache_prompt`, so the slot's cache is reused): every answer equals plain's."""
-    prompt, bad = completions.prompts[0], []
+def slot_reuse(completions: EndpointArm, chat: EndpointArm) -> Outcome:
+    """I2-slot-reuse: one slot (`id_slot`, `cache_prompt`, so its cache is reused), requests
+    that each extend the last one and its answer: completions ending at their budget, then a
+    conversation whose first answer ends its turn inside a drafted block (nothing accepted
+    past that end may stay in the slot). Every answer equals plain's."""
     pin = {"id_slot": 0, "cache_prompt": True}
-    for turn, follow in enumerate(("", *FOLLOW_UPS)):
-        prompt = prompt + follow
-        body = completions.body(prompt, **pin)
-        spec = completions.ask(body, fresh=True)
-        plain = completions.ask(body, plain=True, fresh=True)
+    prompt, turns = completions.prompts[0], 0
+    for follow in ("", *FOLLOW_UPS):
+        prompt += follow
+        spec, plain = fresh_pair(completions, completions.body(prompt, **pin))
+        turns += 1
         if (where := _diverges(spec, plain)) is not None:
-            bad.append(f"turn {turn}: {where}")
-            break
+            return failed(f"completions turn {turns}: {where}")
         prompt += completions_text(plain)
-    if bad:
-        return failed("; ".join(bad))
-    return passed(f"{1 + len(FOLLOW_UPS)} turns on slot 0, each extending the last answer")
+    messages = list(EOS_CHATS[0])
+    for follow in ("", "Reply with only the word no."):
+        if follow:
+            messages += [{"role": "user", "content": follow}]
+        body = {**chat.body("", max_tokens=EOS_BUDGET, **pin), "messages": messages}
+        spec, plain = fresh_pair(chat, body)
+        turns += 1
+        if (where := _diverges(spec, plain)) is not None:
+            return failed(f"chat turn {turns}: {where}")
+        messages = messages + [{"role": "assistant", "content": _text(plain)}]
+    return passed(f"{turns} requests on slot 0, each extending the last and its answer "
+                  f"(the chat's first ends its turn)")
+
+
+def fresh_pair(arm: EndpointArm, body: dict) -> tuple[dict, dict]:
+    return arm.ask(body, fresh=True), arm.ask(body, plain=True, fresh=True)
 
 
 def completions_text(body: dict) -> str:

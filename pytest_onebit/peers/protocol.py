@@ -45,11 +45,12 @@ def not_applicable(reason: str) -> Outcome:
 
 def chosen(names: tuple[str, ...] | None, known, what: str) -> tuple[str, ...]:
     """The arms or checks a user asked for (`--arm`, `--check`), each one of `known`, or all
-    of `known` when none was asked; a name not known is a ValueError listing them."""
+    of `known` when `names` is None (an empty tuple asks for none); a name not known is a
+    ValueError listing them."""
     for name in names or ():
         if name not in known:
             raise ValueError(f"unknown {what} {name!r}; one of {', '.join(known)}")
-    return tuple(names) if names else tuple(known)
+    return tuple(known) if names is None else tuple(names)
 
 
 class Arm(Protocol):

@@ -66,6 +66,18 @@ def test_unknown_arm_and_check_are_refused_by_name(capsys):
     assert "A1-drafted" in capsys.readouterr().err
 
 
+def test_asked_arms_and_checks():
+    """None asks for every arm or check, an empty tuple for none (the OpenAI checks a
+    llama-server run was not asked for), a name not known is refused listing the known."""
+    from pytest_onebit.peers.protocol import chosen
+
+    assert chosen(None, ("a", "b"), "check") == ("a", "b")
+    assert chosen((), ("a", "b"), "check") == ()
+    assert chosen(("b",), ("a", "b"), "check") == ("b",)
+    with pytest.raises(ValueError, match="unknown check 'c'; one of a, b"):
+        chosen(("c",), ("a", "b"), "check")
+
+
 def test_a1_holds_the_perfect_draft_to_every_draft_accepted():
     """A1-drafted: an arm that drafted nothing proves nothing (not applicable); the perfect
     draft fails unless every draft on the answers that end at their budget was accepted;
