@@ -341,7 +341,7 @@ def slot_reuse(completions: EndpointArm, chat: EndpointArm) -> Outcome:
         turns += 1
         if (where := _diverges(spec, plain)) is not None:
             return failed(f"completions turn {turns}: {where}")
-        prompt += completions_text(plain)
+        prompt += _text(plain)
     messages = list(EOS_CHATS[0])
     for follow in ("", "Reply with only the word no."):
         if follow:
@@ -358,10 +358,6 @@ def slot_reuse(completions: EndpointArm, chat: EndpointArm) -> Outcome:
 
 def fresh_pair(arm: EndpointArm, body: dict) -> tuple[dict, dict]:
     return arm.ask(body, fresh=True), arm.ask(body, plain=True, fresh=True)
-
-
-def completions_text(body: dict) -> str:
-    return body["choices"][0].get("text") or ""
 
 
 def context_edge(completions: EndpointArm, served: OpenAIPeer) -> Outcome:
