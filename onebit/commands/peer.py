@@ -45,7 +45,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--delta", type=_delta, metavar="TV",
                         help="the total-variation distance the sampling test must detect "
                         "(99 %% power, false alarms <= 1e-3; the sample size follows; "
-                        "default 0.25; openai --sampled: 0.5)")
+                        "transformers: every sampled arm, default 0.25 for toy-sampled and "
+                        "0.05 for toy-sampled-sharp; openai and llama-server --sampled: "
+                        "default 0.5)")
     parser.add_argument("--expect-fail", action="append", default=[], metavar="CHECK=REASON",
                         help="declare a check as an expected failure (an open upstream "
                         "bug); the run fails if it passes everywhere (stale)")

@@ -28,10 +28,13 @@ CACHE_FIELD = ("cache" if "cache" in {f.name for f in dataclasses.fields(CausalL
                else "past_key_values")
 
 #: What an assistant knows: perfect (the target's own choice), garbage (never it), half
-#: (the target's choice for a token at an even position, a wrong one at an odd position).
+#: (the target's choice for a token at an even position, a wrong one at an odd position),
+#: swapped (the target's logits with its two likeliest tokens trading places: under top-k 2
+#: its q lives on the same two tokens as p, ranked the other way, so a sampled round accepts
+#: often, rejects often, and on a rejection the residual max(0, p - q) is far from p).
 #: "bigram" is a target of its own whose logits depend on the last token only: its text
 #: repeats, so prompt lookup finds drafts that are accepted.
-FLAVOURS = ("target", "perfect", "garbage", "half", "bigram")
+FLAVOURS = ("target", "perfect", "garbage", "half", "swapped", "bigram")
 
 #: One printable character per token id, so stop strings have text to match.
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-"
@@ -87,6 +90,11 @@ class ToyForCausalLM(PreTrainedModel, GenerationMixin):
         wrong = np.roll(logits, 1, axis=-1)  # argmax moves one id up: never the target's
         if flavour == "garbage":
             return wrong
+        if flavour == "swapped":
+            rows = np.arange(len(logits))[:, None]
+            top = np.argsort(-logits, axis=-1, kind="stable")[:, :2]
+            logits[rows, top] = logits[rows, top[:, ::-1]]
+            return logits
         if flavour == "half":
             predicts = np.arange(len(tokens)) + 1  # row i predicts the token at position i + 1
             odd = predicts % 2 == 1

@@ -39,12 +39,12 @@ class TransformersPeer:
         from pytest_onebit.peers.hf_real import ARCHES
 
         return ("toy-perfect", "toy-garbage", "toy-half", "toy-lookup", "toy-sampled",
-                "toy-sampled-plain", *ARCHES)
+                "toy-sampled-plain", "toy-sampled-sharp", "toy-sampled-sharp-plain", *ARCHES)
 
     def arms(self) -> list:
         from pytest_onebit.peers.hf_real import ARCHES, RealArm
         from pytest_onebit.peers.hf_run import quiet
-        from pytest_onebit.peers.hf_sampled import DELTA, SampledArm
+        from pytest_onebit.peers.hf_sampled import SampledArm
         from pytest_onebit.peers.hf_toy_arms import ToyArm
 
         quiet()
@@ -53,11 +53,13 @@ class TransformersPeer:
         if unknown:
             raise ValueError(f"unknown transformers arm(s) {unknown}; known: "
                              f"{list(self.arm_names())}")
-        delta = self.delta or DELTA
+        delta = self.delta  # None: each sampled arm's own (hf_sampled.DELTA)
         makers = {f"toy-{f}": (lambda f=f: ToyArm(f))
                   for f in ("perfect", "garbage", "half", "lookup")}
-        makers["toy-sampled"] = lambda: SampledArm(False, delta)
-        makers["toy-sampled-plain"] = lambda: SampledArm(True, delta)
+        for plain in (False, True):
+            tail = "-plain" if plain else ""
+            makers[f"toy-sampled{tail}"] = lambda p=plain: SampledArm(p, delta, "garbage")
+            makers[f"toy-sampled-sharp{tail}"] = lambda p=plain: SampledArm(p, delta, "swapped")
         makers.update({a: (lambda a=a: RealArm(a)) for a in ARCHES})
         return [LazyArm(name, makers[name]) for name in names]
 

@@ -106,3 +106,33 @@ def test_stop_ignored_fails_I10(monkeypatch):
           "criteria = self._merge_criteria_processor_list(criteria, stopping_criteria)",
           "criteria = criteria")
     assert outcome(arm.stopping_criteria) == "failed"
+
+
+@pytest.mark.slow
+def test_residual_drawn_from_p_passes_the_garbage_arm_and_fails_the_sharp_one(monkeypatch):
+    """A rejected draft's replacement drawn from the target's p instead of norm(max(0, p - q)):
+    where q never overlaps p (the garbage assistant) the two are the same distribution, so
+    that arm passes it, blind; with the swapped assistant, whose q overlaps p, the first
+    token's distribution moves by about 0.12 and the sharp arm (TV 0.05, 99 % power) fails."""
+    from transformers.generation import utils
+
+    plant(monkeypatch, utils, "_speculative_sampling",
+          "torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)", "p_n_plus_1.clone()")
+    assert SampledArm(assistant="garbage").judge()["S1-distribution"].status == "passed"
+    sharp = SampledArm(assistant="swapped").judge()["S1-distribution"]
+    assert sharp.status == "failed", sharp.detail
+    assert "under plain sampling" in sharp.detail
+
+
+@pytest.mark.slow
+def test_greedy_draft_reporting_a_soft_q_fails_the_sharp_arm(monkeypatch):
+    """An assistant that drafts its argmax while the ratio test is handed its soft q (its
+    generate told do_sample=False, its raw logits reported as the scores): every draft is
+    held to a probability it was not drawn with, and the sharp arm fails."""
+    from transformers.generation import candidate_generator as cg
+
+    plant(monkeypatch, cg, "AssistedCandidateGenerator._prepare_generation_args",
+          '"generation_config": self.generation_config,',
+          '"generation_config": self.generation_config, "do_sample": False,')
+    sharp = SampledArm(assistant="swapped").judge()["S1-distribution"]
+    assert sharp.status == "failed", sharp.detail
