@@ -109,6 +109,17 @@ class AcceptOneMoreEngine(Engine):
         super().__init__(model, run=run, **options)
 
 
+class RatioInvertedEngine(Engine):
+    """(f) A draft accepted with probability min(1, q(d) / p(d)), the ratio upside down:
+    under prompt lookup's one-hot q every draft is accepted, so the drafted token takes all of
+    the mass plain sampling spreads over the others."""
+
+    def __init__(self, model, **options) -> None:
+        run = loop_copy("ratio-inverted", "if rng.accept(min(1.0, p[draft] / q[draft])):",
+                        "if rng.accept(min(1.0, q[draft] / max(p[draft], 1e-300))):")
+        super().__init__(model, run=run, **options)
+
+
 #: plant name -> (the engine class, the check that must catch it)
 PLANTS = {"stop-in-block": (StopInBlockEngine, "I10-stop-string"),
           # the same fault met by an end-of-turn token drafted inside a block
@@ -116,4 +127,6 @@ PLANTS = {"stop-in-block": (StopInBlockEngine, "I10-stop-string"),
           "stop-uncut": (StopUncutEngine, "I10-stop-string"),
           "budget": (BudgetEngine, "I9-budget"),
           "logprobs": (LogprobsEngine, "L1-logprobs"),
-          "accept-one-more": (AcceptOneMoreEngine, "I1-text")}
+          "accept-one-more": (AcceptOneMoreEngine, "I1-text"),
+          # sampled: caught by S1 only with --sampled (tests/peers/test_openai_peer.py)
+          "ratio-inverted": (RatioInvertedEngine, "S1-distribution")}

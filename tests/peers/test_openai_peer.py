@@ -128,3 +128,20 @@ def test_sampled_distribution_matches_plain(smollm2, capsys):
                               "completions", "--sampled")
     assert status == 0, report
     assert report["checks"]["S1-distribution"]["status"] == "passed"
+
+
+@pytest.mark.slow
+def test_sampled_plant_fails_S1(smollm2, capsys):
+    """A served loop that accepts a draft with probability min(1, q/p), the ratio upside
+    down, accepts every prompt-lookup draft: the drafted second token (" heads", about 1 in
+    6 under plain sampling) takes all the mass, and S1 at its default power (TV 0.5) fails."""
+    from pytest_onebit.peers.openai_plants import PLANTS
+
+    engine_class, check = PLANTS["ratio-inverted"]
+    with serving(engine_class(smollm2)) as server:
+        status, report = peer(capsys, server.url, "--check", check, "--arm", "completions",
+                              "--sampled")
+    cell = report["checks"][check]
+    assert status == 1, report
+    assert cell["status"] == "failed", cell
+    assert "between speculative and plain samples" in cell["arms"]["completions"]["detail"]
