@@ -136,15 +136,3 @@ def test_prompt_lookup_equals_greedy(peer, contents, smollm2):
         assert got.tokens == want, prompt
         accepted += got.stats.accepted
     assert accepted > 0
-
-
-@pytest.mark.slow
-def test_base_contract_on_smollm2(contents, smollm2):
-    """The base contract (B1..B8) holds on SmolLM2 in float32: batches equal steps bit for
-    bit, commits, refusals and resets behave."""
-    from pytest_onebit import check_base
-    from pytest_onebit.base.checks import BaseSettings
-
-    report = check_base(lambda: fresh32(contents, smollm2),
-                        settings=BaseSettings(positions=(0, 2), script_length=8, examples=2))
-    assert report.ok, report.to_text()
