@@ -11,7 +11,11 @@ quality is known, made from the target itself (`onebit.gguf.derive`):
 - `draft-half`: the target's first two thirds of its blocks: often right, often not, so the
   accept and the rollback paths both run;
 - `draft-garbage`: random weights with the target's vocabulary: nearly every draft is
-  rejected, so the server keeps rolling back.
+  rejected, so the server keeps rolling back;
+- `draft-half-sampled`: the half draft with `--spec-draft-sampling probabilistic`: at a
+  temperature the draft is sampled and verified by rejection against its q, which overlaps
+  the target's p (the same model, cut), so the accept ratio and the residual both run. Greedy,
+  it must still equal plain; sampled, it is the arm S1 (`--sampled`) is sharp on.
 
 Every arm must give exactly the plain server's greedy token ids. The checks the OpenAI arm
 defines (`openai_peer`, I10-eos among them) run on both endpoints, `/v1/completions` and
@@ -79,7 +83,7 @@ NGRAM = {"ngram-simple": ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simpl
          "ngram-mod": ("--spec-ngram-mod-n-match", "2", "--spec-ngram-mod-n-min", "1",
                        "--spec-ngram-mod-n-max", "8"),
          "ngram-cache": ()}
-DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage")
+DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage", "draft-half-sampled")
 ARM_NAMES = (*NGRAM, *DRAFT_ARMS)
 
 # I2-slot-reuse: each request's prompt is the last prompt, its answer and this
@@ -155,7 +159,8 @@ class LlamaServerPeer:
         if reason is not None:
             return reason
         self.build = server_version(self.binary)
-        if any(a in ("draft-half", "draft-garbage") for a in self.arm_names):
+        if any(a in ("draft-half", "draft-garbage", "draft-half-sampled")
+               for a in self.arm_names):
             from onebit.gguf.derive import derived_drafts
             from onebit.models.errors import ModelFileError
 
@@ -209,9 +214,12 @@ class LlamaServerPeer:
         if arm in NGRAM:
             return ["--spec-type", arm, *NGRAM[arm]]
         draft = {"draft-perfect": self.model, "draft-half": self.drafts.get("half"),
-                 "draft-garbage": self.drafts.get("garbage")}[arm]
+                 "draft-garbage": self.drafts.get("garbage"),
+                 "draft-half-sampled": self.drafts.get("half")}[arm]
+        sampling = (["--spec-draft-sampling", "probabilistic"]
+                    if arm == "draft-half-sampled" else [])
         return ["--spec-type", "draft-simple", "-md", str(draft), "--spec-draft-n-max",
-                str(DRAFT_MAX), "-td", str(self.threads)]
+                str(DRAFT_MAX), "-td", str(self.threads), *sampling]
 
 
 class ServerArm:

@@ -31,15 +31,19 @@ TOP_LOGPROBS = 3
 #: kernel that sums in another order differs by about 1e-6. A wrong row is off by >= 1e-2.
 TOLERANCE = 1e-4
 CONCURRENT = 3
-SAMPLED = {"temperature": 1.0, "top_k": 2, "max_tokens": 2}  # at most 2 x 2 = 4 outcomes
-#: S1's completion prompt: the first token (":") is sure, and prompt lookup drafts the second
-#: from the lines before, where SmolLM2 doubts it (about 1 in 6 takes the drafted " heads"):
-#: the second token goes through the acceptance test and, on a rejection, the residual
-SAMPLED_PROMPT = "coin: heads\ncoin: tails\ncoin: tails\ncoin: heads\ncoin"
+#: S1 asks for 4 tokens and compares the first 2 (at most 2 x 2 = 4 outcomes): a server
+#: drafts only within the budget, so with 2 asked llama-server drafts nothing after the first
+#: token and S1 would hold plain sampling to itself; with 4, the second token is a draft
+#: judged by the acceptance test (or, on a rejection, drawn from the residual)
+SAMPLED = {"temperature": 1.0, "top_k": 2, "max_tokens": 4}
+SAMPLED_KEPT = 2
 SAMPLED_OUTCOMES = 4
 #: plain answers that name the outcomes before the compared samples are drawn (an outcome
 #: rarer than about 1 in this many is lumped into "other")
 PILOT = 200
+#: S1's completion prompt: the first token (":") is sure, and a draft of the second (prompt
+#: lookup's " heads", from the lines before) is one SmolLM2 doubts (about 1 in 6 takes it)
+SAMPLED_PROMPT = "coin: heads\ncoin: tails\ncoin: tails\ncoin: heads\ncoin"
 
 # Prompts on which prompt lookup drafts, and SmolLM2 accepts whole blocks (the first two) or
 # rejects often (the third): a fault in the acceptance or the cut shows on one or the other.
@@ -110,6 +114,17 @@ def _counted(before: Metrics | None, after: Metrics | None) -> str:
     if done.drafted <= 0:
         return ""
     return f"; {int(done.accepted)}/{int(done.drafted)} drafts accepted (its /metrics)"
+
+
+def _drafted(bodies: list[dict], before: Metrics | None, after: Metrics | None) -> int | None:
+    """Drafts proposed over `bodies`, by onebit serve's `onebit` field or the server's
+    /metrics; None where the server says neither."""
+    stats = [b.get("onebit") for b in bodies if isinstance(b.get("onebit"), dict)]
+    if stats:
+        return sum(int(s.get("proposed", 0)) for s in stats)
+    if before is not None and after is not None:
+        return int((after - before).drafted)
+    return None
 
 
 def _diverges(spec: dict, plain: dict) -> str | None:
@@ -403,16 +418,25 @@ class EndpointArm:
 
         def outcome(answer: dict):
             ids = _ids(answer)
-            return tuple(ids) if ids is not None else _text(answer)
+            return tuple(ids[:SAMPLED_KEPT]) if ids is not None else _text(answer)
 
         def plain(seeds: range) -> list:
             return [outcome(self.ask({**body, "seed": s}, plain=True, fresh=True))
                     for s in seeds]
 
         pilot = plain(range(2 * n, 2 * n + PILOT))
-        spec = [outcome(self.ask({**body, "seed": s}, fresh=True)) for s in range(n)]
+        before = read_metrics(self.peer.client.root)
+        answers = [self.ask({**body, "seed": s}, fresh=True) for s in range(n)]
+        after = read_metrics(self.peer.client.root)
+        if _drafted(answers, before, after) == 0:
+            return not_applicable(f"the server drafted nothing in {n} sampled answers: S1 "
+                                  "would hold plain sampling to itself")
+        counted = _accepted(answers) or _counted(before, after)
         try:
-            return passed(self.peer.power.judge(spec, plain(range(n, 2 * n)), pilot=pilot,
-                                                where="first 2 tokens"))
+            verdict = self.peer.power.judge([outcome(a) for a in answers],
+                                            plain(range(n, 2 * n)), pilot=pilot,
+                                            where=f"first {SAMPLED_KEPT} of "
+                                                  f"{SAMPLED['max_tokens']} tokens")
         except AssertionError as error:
-            return failed(str(error))
+            return failed(f"{error}{counted}")
+        return passed(f"{verdict}{counted}")
