@@ -40,8 +40,8 @@ TOKENS = 2  # the whole output is the outcome; the first round drafts min(k, 1) 
 K = 2
 WARP = {"temperature": 0.8, "top_k": 2, "top_p": 0.95}
 #: what each assistant's arm detects (TV, at 99 % power and false alarms <= 1e-3): the
-#: garbage arm is CI-sized, the swapped arm is the sharp one (about 4000 assisted calls of
-#: ~10 ms); `onebit peer transformers --delta` sets both
+#: garbage arm is CI-sized (n = 160), the swapped arm is the sharp one (n = 4016 assisted
+#: calls: the whole `onebit peer transformers` took 25 s here); `--delta` sets both
 DELTA = {"garbage": 0.25, "swapped": 0.05}
 ALPHA, BETA = 1e-3, 0.01
 SEED = 0
