@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/verify_cost.py [--model FILE.gguf] [--rounds 5]
                                                [--kernel int8] [--threads 2]
-                                               [--against DIR] [--json]
+                                               [--against DIR | --llama] [--json]
 
 After a 128-token prompt (committed in two batches of 64, as the loop prefills it), each
 sample times 5 calls at positions 128 .. 132 of:
@@ -21,9 +21,19 @@ round; the table then shows both arms and B / A. The two checkouts' kernels comp
 their own folders of the kernel cache (its key is the sources), so the first round of each
 pays no compile inside the timings (a warm-up pass runs first in every process).
 
+`--llama` compares llama.cpp (arm A, through llama-cpp-python, the `bench` extra) on the same
+file with this checkout (arm B), one fresh process a round each, A B A B, the same calls at
+the same positions: a step is `eval` of one token at 128 + j; verify(k) is `eval` of k tokens
+there with every row's logits (`logits_all`, as a verify needs them; llama-cpp-python copies
+them into its `scores`, a few hundred microseconds at 8 rows), the cache cut back to one
+token past the start before the next call (`n_tokens`, which `eval` trims the cache to); the
+prefill is the 128 tokens as two `eval`s of 64 with the last row's logits only (the
+private `_logits_all` switched off for it, as onebit's `verify_last` computes one row).
+The ids are llama.cpp's tokenizer's, the same 128 positions. Under the table, issue 33's
+targets: onebit's step at most 0.5x llama.cpp's (decode 2.0x), verify(8) at most 0.35x,
+the 128-token prefill at most 0.5x.
+
 The box this runs on is shared: figures move between runs; read the ratios within one run.
-The llama.cpp side of issue 33's comparison (llama-cpp-python) is not installed here and is
-not run by this script.
 """
 
 from __future__ import annotations
@@ -88,10 +98,58 @@ def measure(model_path: str | None, kernel: str | None, rounds: int) -> list[dic
     return out
 
 
-def one_round(checkout: Path, args) -> dict[str, float]:
-    """One round measured by a fresh process running `checkout`'s onebit."""
+def measure_llama(model_path: str | None, threads: int, rounds: int) -> list[dict[str, float]]:
+    """As `measure`, on llama.cpp through llama-cpp-python (the module docstring says how
+    each call maps)."""
+    from llama_cpp import Llama
+
+    from onebit.hub import cached
+
+    path = model_path or cached("smollm2")
+    if path is None:
+        raise SystemExit("verify_cost: SmolLM2 is not cached (`onebit pull smollm2`)")
+    llm = Llama(model_path=str(path), n_ctx=512, n_batch=128, n_threads=threads,
+                n_threads_batch=threads, logits_all=True, verbose=False)
+    ids = llm.tokenize(PROMPT_TEXT.encode(), add_bos=False)[:128]
+    if len(ids) < 128:
+        raise SystemExit(f"verify_cost: the prompt makes {len(ids)} tokens, not 128")
+
+    def prefill() -> None:
+        llm.n_tokens = 0
+        llm._logits_all = False  # the last row's logits only, as verify_last
+        try:
+            llm.eval(ids[:64])
+            llm.eval(ids[64:128])
+        finally:
+            llm._logits_all = True
+
+    def call(k: int, j: int) -> None:
+        llm.n_tokens = 128 + j  # eval trims the cache to this first
+        llm.eval(ids[j:j + 1] if k == 0 else ids[:k])
+
+    prefill()  # warm-up
+    for k in (0, *ROWS):
+        call(k, 0)
+    out = []
+    for _ in range(rounds):
+        got: dict[str, float] = {}
+        for k in (0, *ROWS):
+            prefill()
+            t = time.perf_counter()
+            for j in range(CALLS):
+                call(k, j)
+            got["step" if k == 0 else f"verify{k}"] = (time.perf_counter() - t) / CALLS * 1e3
+        t = time.perf_counter()
+        prefill()
+        got["prefill128"] = (time.perf_counter() - t) * 1e3
+        out.append(got)
+    return out
+
+
+def one_round(checkout: Path, args, engine: str = "onebit") -> dict[str, float]:
+    """One round measured by a fresh process running `checkout`'s onebit (or llama.cpp)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--rounds", "1", "--json",
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--engine", engine]
     if args.model:
         cmd += ["--model", args.model]
     if args.kernel:
@@ -127,6 +185,16 @@ def table(arms: dict[str, list[dict[str, float]]]) -> None:
           "divided round by round")
 
 
+def targets(llama: list[dict[str, float]], onebit: list[dict[str, float]]) -> None:
+    """Issue 33's three targets, onebit / llama.cpp round by round (median [min .. max])."""
+    for key, bound, what in (("step", 0.5, "step (decode 2.0x)"),
+                             ("verify8", 0.35, "verify(8)"), ("prefill128", 0.5, "prefill 128")):
+        ratios = [b[key] / a[key] for a, b in zip(llama, onebit, strict=True)]
+        met = "met" if statistics.median(ratios) <= bound else "not met"
+        print(f"target {what}: onebit / llama.cpp {spread(ratios, '{:.3f}')}, at most "
+              f"{bound}: {met}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="a SmolLM2 GGUF (default: the hub's)")
@@ -136,8 +204,29 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--against", type=Path, default=None,
                         help="another onebit checkout: arm A, this one arm B, alternated")
+    parser.add_argument("--llama", action="store_true",
+                        help="llama.cpp (llama-cpp-python) as arm A, this checkout as B")
+    parser.add_argument("--engine", choices=("onebit", "llama"), default="onebit",
+                        help=argparse.SUPPRESS)  # a round's process: which engine it times
     parser.add_argument("--json", action="store_true", help="print the rounds as JSON")
     args = parser.parse_args()
+    if args.engine == "llama":
+        print(json.dumps(measure_llama(args.model, args.threads, args.rounds)))
+        return
+    here = Path(__file__).resolve().parents[1]
+    if args.llama:
+        arms = {"A llama.cpp": [], "B onebit": []}
+        for _ in range(args.rounds):
+            arms["A llama.cpp"].append(one_round(here, args, engine="llama"))
+            arms["B onebit"].append(one_round(here, args))
+        import llama_cpp
+
+        print(f"SmolLM2, {args.threads} threads, onebit kernel {args.kernel or 'default'} "
+              f"against llama.cpp (llama-cpp-python {llama_cpp.__version__}), one process a "
+              f"round, A B A B, {args.rounds} rounds:")
+        table(arms)
+        targets(arms["A llama.cpp"], arms["B onebit"])
+        return
     if args.against is None:
         import numba
 
@@ -150,7 +239,6 @@ def main() -> None:
               f"after a 128-token prompt, {CALLS} calls a sample, {args.rounds} rounds:")
         table({"this": rounds})
         return
-    here = Path(__file__).resolve().parents[1]
     arms: dict[str, list[dict[str, float]]] = {"A (against)": [], "B (this)": []}
     for _ in range(args.rounds):
         arms["A (against)"].append(one_round(args.against.resolve(), args))
