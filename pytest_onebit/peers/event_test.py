@@ -7,8 +7,9 @@ total variation moves the probability of at least one event by delta, and a test
 every event with power 1 - beta against a shift of delta has at least that power against the
 whole alternative. Over m outcomes there are 2^(m-1) - 1 events up to complement (an event
 and its complement are one two-sided test). This is about 3x sharper than bounding the
-expected TV of the empirical distribution (`stats.py`, `two_sample.py`), whose mean
-sqrt(m / n) eats most of the margin at small delta.
+expected TV of the empirical distribution (the tests this module replaced), whose mean
+sqrt(m / n) eats most of the margin at small delta: at TV 0.05 over 4 outcomes, n = 4016
+against 11 556 for one sample, 11 478 against 30 830 per side for two.
 
 - `OneSampleEvents`: P known exactly (enumerated from the model's logits). Each event's count
   is Binomial(n, P(A)) under the null; its rejection region is cut from the exact binomial
