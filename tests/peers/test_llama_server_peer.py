@@ -130,9 +130,10 @@ def present() -> Path:
 
 @pytest.mark.slow
 def test_llama_server_on_smollm2_passes_all_but_its_declared_bugs(capsys):
-    """Every arm (five n-gram drafters, the perfect, half-right and garbage drafts) gives
-    the plain server's ids on every check, except the declared bugs; each arm drafted, the
-    perfect draft had every draft accepted and the garbage draft almost none."""
+    """Every arm (five n-gram drafters, the perfect, half-right and garbage drafts, the
+    half-right draft sampled probabilistically) gives the plain server's ids on every check,
+    except the declared bugs; each arm drafted, the perfect draft had every draft accepted and
+    the garbage draft almost none."""
     present()
     status, report, err = run(capsys, *DECLARED)
     assert status == 0, (err, report["checks"])
