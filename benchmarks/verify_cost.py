@@ -78,6 +78,20 @@ def measure(model_path: str | None, kernel: str | None, rounds: int) -> list[dic
         m.verify(ids[:k], 128)
         m.commit_verify(0)
     m.step(ids[0], 128)
+
+    def call(k: int, j: int) -> None:
+        if k == 0:
+            m.step(ids[j], 128 + j)
+        else:
+            m.verify(ids[:k], 128 + j)
+            m.commit_verify(1)
+
+    return timed_rounds(prefill, call, rounds)
+
+
+def timed_rounds(prefill, call, rounds: int) -> list[dict[str, float]]:
+    """`rounds` rounds, ms: for each k in 0 (a step) and ROWS, the prefill, then CALLS calls
+    `call(k, j)` at positions 128 + j timed together; then the prefill itself, timed."""
     out = []
     for _ in range(rounds):
         got: dict[str, float] = {}
@@ -85,11 +99,7 @@ def measure(model_path: str | None, kernel: str | None, rounds: int) -> list[dic
             prefill()
             t = time.perf_counter()
             for j in range(CALLS):
-                if k == 0:
-                    m.step(ids[j], 128 + j)
-                else:
-                    m.verify(ids[:k], 128 + j)
-                    m.commit_verify(1)
+                call(k, j)
             got["step" if k == 0 else f"verify{k}"] = (time.perf_counter() - t) / CALLS * 1e3
         t = time.perf_counter()
         prefill()
@@ -130,20 +140,7 @@ def measure_llama(model_path: str | None, threads: int, rounds: int) -> list[dic
     prefill()  # warm-up
     for k in (0, *ROWS):
         call(k, 0)
-    out = []
-    for _ in range(rounds):
-        got: dict[str, float] = {}
-        for k in (0, *ROWS):
-            prefill()
-            t = time.perf_counter()
-            for j in range(CALLS):
-                call(k, j)
-            got["step" if k == 0 else f"verify{k}"] = (time.perf_counter() - t) / CALLS * 1e3
-        t = time.perf_counter()
-        prefill()
-        got["prefill128"] = (time.perf_counter() - t) * 1e3
-        out.append(got)
-    return out
+    return timed_rounds(prefill, call, rounds)
 
 
 def one_round(checkout: Path, args, engine: str = "onebit") -> dict[str, float]:
