@@ -87,7 +87,7 @@ def _region(n: int, p: float, level: float) -> tuple[int, int]:
 def _rejects(n: int, q: float, lo: int, hi: int) -> float:
     """P(X <= lo or X >= hi) for X ~ Binomial(n, q)."""
     pmf = binomial_pmf(n, q)
-    return float(pmf[: lo + 1].sum() + pmf[hi:].sum()) if hi <= n else float(pmf[: lo + 1].sum())
+    return float(pmf[: lo + 1].sum() + pmf[hi:].sum())  # empty slices where lo = -1, hi = n + 1
 
 
 @dataclass
@@ -103,6 +103,7 @@ class OneSampleEvents:
     beta: float = 1e-2
     outcomes: list = field(init=False)
     events: list = field(init=False)
+    _p: list = field(init=False, repr=False)  # each event's probability under `exact`
     _n: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -157,9 +158,9 @@ class OneSampleEvents:
             raise ValueError("OneSampleEvents.judge needs samples")
         index = {o: i for i, o in enumerate(self.outcomes)}
         counts = Counter(index.get(s, len(self.outcomes) - 1) for s in samples)
-        outside = sorted((s for s in set(samples) if s not in index), key=repr)
-        if outside:
-            raise AssertionError(f"{where}: sampled {outside[0]!r}, which plain sampling never "
+        never = sorted((s for s in set(samples) if s not in index), key=repr)
+        if never:
+            raise AssertionError(f"{where}: sampled {never[0]!r}, which plain sampling never "
                                  "produces")
         worst, shift = None, 0.0
         for event, p, (lo, hi) in zip(self.events, self._p, self._regions(n), strict=True):
