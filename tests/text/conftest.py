@@ -33,6 +33,15 @@ def smollm2_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def llama_cpp_models() -> Path:
+    """llama.cpp's `models` folder from the verified corpus (`onebit pull llama.cpp-corpus`):
+    vocabulary-only GGUFs and `templates/*.jinja`; skipped with the reason when absent."""
+    from onebit.corpus import skip_unless_cached
+
+    return skip_unless_cached()
+
+
+@pytest.fixture(scope="session")
 def smollm2_metadata(smollm2_path) -> dict:
     return read_metadata(smollm2_path)
 

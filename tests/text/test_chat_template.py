@@ -32,6 +32,45 @@ def test_template_features():
         render("{{ raise_exception('no system role') }}", MESSAGES)
 
 
+def test_inputs_reach_the_template_as_transformers_gives_them():
+    """`tools` and `documents` are None when not given (a template's `tools is not none` is
+    false, as under transformers); a key whose value is None is dropped (OpenAI clients send
+    `"content": null` beside tool calls); a message's reasoning is under both
+    `reasoning_content` and `thinking`, whichever of the three names the caller used, and a
+    `thinking` the caller wrote is kept."""
+    assert render("{{ tools is none }} {{ documents is none }}", MESSAGES) == "True True"
+    template = ("{% for m in messages %}{{ m.content is defined }}/{{ m.reasoning_content }}/"
+                "{{ m.thinking }};{% endfor %}")
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": None, "reasoning": "r"},
+                {"role": "assistant", "content": "a", "thinking": "t", "reasoning_content": "c"}]
+    assert render(template, messages) == "True//;False/r/r;True/c/t;"
+    assert messages[1] == {"role": "assistant", "content": None, "reasoning": "r"}
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"tools": "get_weather"}, "tools must be a list of dicts, got str"),
+    ({"tools": [{"type": "function"}, print]}, r"tools\[1\] is"),
+    ({"documents": [["title", "text"]]}, r"documents\[0\] is"),
+])
+def test_tools_and_documents_are_lists_of_dicts(kwargs, says):
+    """Tools (JSON schemas) and documents that are not lists of dicts are refused in one line
+    naming the first that is not, before any template runs."""
+    with pytest.raises(ChatTemplateError, match=says):
+        render(None, MESSAGES, **kwargs)
+
+
+def test_str_methods_take_arguments_inside_loops_and_blocks():
+    """A str method called inside a for loop or a set block (where jinja2 adds its own loop
+    variables to the call) renders, with the budget's checks on its arguments: NVIDIA
+    Nemotron Nano v2's template strips `/think` from the system turn this way."""
+    template = ("{% for m in messages %}{{ m.content.replace('/think', '').strip() }}"
+                "{% set block %}{{ m.content.replace('/', '-', 1).split('-', maxsplit=1) }}"
+                "{% endset %}|{{ block }}{% endfor %}")
+    out = render(template, [{"role": "system", "content": "be brief /think"}])
+    assert out == "be brief|['be brief ', 'think']"
+
+
 @pytest.mark.parametrize("template, says", [
     ("{{ messages.__class__.__mro__ }}", "sandbox"),
     ("{{ ''.__class__.__subclasses__() }}", "sandbox"),

@@ -1,12 +1,7 @@
 """A hostile chat template cannot hang the process or fill its memory: each class of attack
 ends in one ChatTemplateError naming what was refused, within the budget plus a margin, with
-the memory it allocated (tracemalloc's peak) bounded.
-
-Run as a script, it times the family templates of test_chat_template.py A B A B under two
-versions of chat.py (docs/real-models.md has the numbers):
-
-    git show cb55e9d:onebit/text/chat.py > /tmp/chat_before.py
-    .venv/bin/python tests/text/test_template_budget.py /tmp/chat_before.py onebit/text/chat.py
+the memory it allocated (tracemalloc's peak) bounded. (What the budget costs real templates
+is timed by tests/text/test_real_templates.py run as a script.)
 """
 
 from __future__ import annotations
@@ -163,6 +158,9 @@ def test_width_and_count_filters_are_checked_before_they_run(template, says):
     ("{{ 'a'.zfill(10**9) }}", "in 'zfill'"),
     ("{{ ('\t' * 100000).expandtabs(100000) }}", "from 'expandtabs'"),
     ("{{ ('a' * 100000).replace('a', 'x' * 1000) }}", "from 'replace'"),
+    # inside a loop, where jinja2 passes its loop variables to the call beside the arguments
+    ("{% for m in messages %}{{ ('a' * 100000).replace('a', 'x' * 1000) }}{% endfor %}",
+     "from 'replace'"),
     ("{{ ('x' * 10000).join(['a'] * 100000) }}", "from 'join'"),
     ("{{ ('a' * 100000).translate({97: 'x' * 100000}) }}", "from 'translate'"),
     ("{{ ('a ' * 4000000).split() | length }}", r"a sequence of 1000002 items .* 'split'"),
@@ -292,46 +290,3 @@ def test_one_thread_past_its_budget_leaves_another_rendering():
     thread.join()
     assert outputs == {"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"}
     assert "budget" in results["hostile"]
-
-
-if __name__ == "__main__":  # the A B A B timing of docs/real-models.md
-    import importlib.util
-    import statistics
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_chat_template import CONVERSATIONS, FAMILIES, TOOLS
-
-    def load(path, name):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    def per_render_us(module) -> dict[str, float]:
-        """Mean over conversations of the best of 5 runs of 200 renders, in microseconds."""
-        out = {}
-        for family, template in FAMILIES.items():
-            times = []
-            for messages in CONVERSATIONS.values():
-                try:
-                    module.render(template, messages, tools=TOOLS)
-                except Exception:  # the old chat.py has no {% generation %}; gemma: no tools
-                    continue
-                runs = []
-                for _ in range(5):
-                    start = time.perf_counter()
-                    for _ in range(200):
-                        module.render(template, messages, tools=TOOLS)
-                    runs.append((time.perf_counter() - start) / 200 * 1e6)
-                times.append(min(runs))
-            if times:
-                out[family] = statistics.mean(times)
-        return out
-
-    a, b = load(sys.argv[1], "chat_a"), load(sys.argv[2], "chat_b")
-    rounds = [per_render_us(m) for m in (a, b, a, b)]
-    print(f"{'family':16}{'A':>8}{'B':>8}{'A':>8}{'B':>8}   us per render")
-    for family in rounds[0]:
-        print(f"{family:16}" + "".join(f"{r.get(family, float('nan')):8.1f}" for r in rounds))
