@@ -1,46 +1,21 @@
-"""Byte-level BPE (GGUF `tokenizer.ggml.model` = "gpt2") as a `tokenizers` pipeline.
+"""BPE vocabularies (GGUF `tokenizer.ggml.model` "gpt2" and "gemma4") as llama.cpp runs them.
 
-The merges alone do not define the tokenizer: the text is first cut into words by a
-pre-tokenizer, and the merges were learned on those words, so cutting differently gives other
-ids. llama.cpp names the cut in `tokenizer.ggml.pre`; the table below maps each name onebit
-supports to its split. An unknown name is refused rather than guessed.
+The text is cut into words by the pre-tokenizer its file names (pretokenizers.py), each word is
+spelled in GPT-2's byte alphabet (or, for Gemma 4's kind, kept as UTF-8 with spaces as "▁"),
+and the merges join adjacent symbols, the lowest-ranked pair first and the leftmost on a tie,
+as in HuggingFace's BPE, whose Rust implementation does the merging here. A name onebit does
+not know is refused rather than guessed: a wrong cut gives other ids, silently.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
 from onebit.text.errors import TokenizerError
-
-# The splits llama.cpp applies for each pre-tokenizer name (llama-vocab.cpp). A name mapped to
-# None uses GPT-2's own split, which the ByteLevel pre-tokenizer applies itself.
-_LLAMA3 = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-_QWEN2 = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-
-SPLITS: dict[str, str | None] = {
-    "default": None,
-    "gpt2": None,
-    "gpt-2": None,
-    # SmolLM's tokenizer.json cuts digits one by one before GPT-2's split; its merges hold no
-    # digit pairs, so GPT-2's split alone yields the same ids (tests/text checks it on the
-    # corpus), and that is what transformers' GGUF tokenizer does.
-    "smollm": None,
-    "llama3": _LLAMA3,
-    "llama-v3": _LLAMA3,
-    "llama-bpe": _LLAMA3,
-    "smaug-bpe": _LLAMA3,
-    "dbrx": _LLAMA3,
-    "qwen2": _QWEN2,
-    "deepseek-r1-qwen": _QWEN2,
-}
+from onebit.text.pretokenizers import PRE_TOKENIZERS, REFUSED, PreTokenizer
+from onebit.text.sentencepiece import SPACE
 
 
 @cache
@@ -61,43 +36,70 @@ def byte_of_char() -> dict[str, int]:
     return {c: b for b, c in byte_alphabet().items()}
 
 
-def spell(token: str) -> str:
-    """A token in the byte alphabet: llama.cpp stores a few (added ones) as their raw text."""
-    alphabet = byte_of_char()
-    if all(c in alphabet for c in token):
-        return token
-    return "".join(byte_alphabet()[b] for b in token.encode("utf-8"))
+@cache
+def _to_bytes_table() -> dict[int, str]:
+    """str.translate table: each alphabet character to the Latin-1 character of its byte, and
+    every other character below 256 to one that Latin-1 cannot encode, so that a token not
+    spelled in the alphabet fails `encode("latin-1")` instead of passing as wrong bytes."""
+    table = {ord(c): chr(b) for c, b in byte_of_char().items()}
+    for code in range(256):
+        table.setdefault(code, "\U0010ffff")
+    return table
 
 
 def token_bytes(token: str) -> bytes:
-    """The bytes a byte-level token stands for."""
-    alphabet = byte_of_char()
-    return bytes(alphabet[c] for c in spell(token))
+    """The bytes a byte-level token stands for (a token stored as raw text: its UTF-8)."""
+    try:
+        return token.translate(_to_bytes_table()).encode("latin-1")
+    except UnicodeEncodeError:
+        return token.encode("utf-8")
 
 
-def build(tokens: list[str], merges: list[str], pre: str | None) -> Tokenizer:
-    """The byte-level BPE pipeline: split, bytes to the alphabet, merges; decode back to bytes."""
-    name = pre or "default"
-    if name not in SPLITS:
-        raise TokenizerError(
-            f"GGUF metadata 'tokenizer.ggml.pre' is {name!r}: onebit knows {sorted(SPLITS)}"
-        )
-    vocab: dict[str, int] = {}
-    for index, token in enumerate(tokens):
-        vocab.setdefault(spell(token), index)   # the first of two equal spellings wins
-    pairs = [tuple(m.split(" ")) for m in merges]
-    for i, (left, right) in enumerate(pairs):
-        if left not in vocab or right not in vocab or left + right not in vocab:
-            raise TokenizerError(f"GGUF metadata tokenizer.ggml.merges[{i}] = {left} {right!r} "
-                                 "names a token missing from the vocabulary")
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, dropout=None, fuse_unk=False))
-    split = SPLITS[name]
-    if split is None:
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(split), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
-    tok.decoder = decoders.ByteLevel()
-    return tok
+def pre_tokenizer(name: str | None, model: str) -> PreTokenizer:
+    """The pre-tokenizer a file names: Gemma 4's for a "gemma4" vocabulary (its files name
+    none), llama.cpp's "default" where a BPE file names none."""
+    if model == "gemma4":
+        name = "gemma4"
+    name = name or "default"
+    if name in REFUSED:
+        raise TokenizerError(f"GGUF metadata 'tokenizer.ggml.pre' is {name!r}: onebit does not "
+                             f"build it ({REFUSED[name]})")
+    if name not in PRE_TOKENIZERS:
+        raise TokenizerError(f"GGUF metadata 'tokenizer.ggml.pre' is {name!r}, a pre-tokenizer "
+                             f"onebit does not know; it knows {', '.join(sorted(PRE_TOKENIZERS))}")
+    return PRE_TOKENIZERS[name]
+
+
+class BPEEncoder:
+    """The `FragmentEncoder` of a BPE vocabulary."""
+
+    def __init__(self, tokens: list[str], merges: list[str], pre: PreTokenizer):
+        self.pre = pre
+        # text to id as llama.cpp keeps it (a repeated text names its last id). A token
+        # stored as raw text outside the byte alphabet (an added one) never comes out of the
+        # merges, which join byte-alphabet symbols; it is matched as a special token or not
+        vocab = {t: i for i, t in enumerate(tokens)}
+        pairs = []
+        for i, merge in enumerate(merges):
+            left, right = merge.split(" ")
+            if left not in vocab or right not in vocab or left + right not in vocab:
+                raise TokenizerError(f"GGUF metadata tokenizer.ggml.merges[{i}] = {merge!r} "
+                                     "names a token missing from the vocabulary")
+            pairs.append((left, right))
+        self._tokenizer = Tokenizer(models.BPE(
+            vocab=vocab, merges=pairs, dropout=None, fuse_unk=False,
+            byte_fallback=not pre.byte_encode, ignore_merges=pre.ignore_merges))
+        steps = [pre_tokenizers.Split(Regex(split), behavior="isolated")
+                 for split in pre.splits]
+        if pre.byte_encode:
+            steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
+        self._tokenizer.pre_tokenizer = pre_tokenizers.Sequence(steps)
+
+    def backend_json(self) -> str:
+        """The merging pipeline as a tokenizer.json (no special tokens, no decoder)."""
+        return self._tokenizer.to_str()
+
+    def encode(self, text: str, *, first: bool) -> list[int]:
+        if not self.pre.byte_encode:
+            text = text.replace(" ", SPACE)
+        return self._tokenizer.encode(text, add_special_tokens=False).ids

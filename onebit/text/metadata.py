@@ -23,22 +23,38 @@ MAX_TOKEN_BYTES = 4096
 
 _PREFIX = "tokenizer.ggml."
 
+# llama.cpp's names for its tokenizer types (`tokenizer.ggml.model`), each with what it is:
+MODELS = {
+    "gpt2": "byte-level BPE",
+    "gemma4": "BPE on raw UTF-8 with SentencePiece spaces (Gemma 4)",
+    "llama": "SentencePiece BPE",
+    "bert": "WordPiece",
+    "t5": "SentencePiece Unigram",
+}
+# the types that carry merges, and those that carry scores
+_MERGED = ("gpt2", "gemma4")
+_SCORED = ("llama", "t5")
+
 
 @dataclass(frozen=True)
 class VocabSpec:
     """Everything a GGUF says about its tokenizer, checked."""
 
-    model: str                       # "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-    pre: str | None                  # the pre-tokenizer name, for "gpt2"
+    model: str                       # llama.cpp's tokenizer type: one of MODELS
+    pre: str | None                  # the pre-tokenizer name, for the BPE types
     tokens: list[str]
     token_types: list[int]
     merges: list[str] | None
     scores: list[float] | None
     special_ids: dict[str, int] = field(default_factory=dict)   # bos/eos/eot/pad/unk/...
-    add_bos: bool = False
-    add_eos: bool = False
-    add_space_prefix: bool = True
+    add_bos: bool | None = None      # None: the file does not say (each type has a default)
+    add_eos: bool | None = None
+    add_sep: bool | None = None
+    add_space_prefix: bool | None = None
     chat_template: str | None = None
+    # the whole metadata dict, for the keys only one tokenizer type reads (a T5 vocabulary's
+    # precompiled character map); that type's builder checks them itself
+    metadata: dict = field(default_factory=dict, repr=False)
 
 
 def _get(metadata: dict, key: str, kind, *, required: bool = True, default=None):
@@ -89,6 +105,9 @@ _SPECIAL_KEYS = {
     "eom": "eom_token_id",
     "pad": "padding_token_id",
     "unk": "unknown_token_id",
+    "sep": "seperator_token_id",     # sic: GGUF's spelling
+    "cls": "cls_token_id",
+    "mask": "mask_token_id",
 }
 
 
@@ -97,22 +116,30 @@ def read_vocab(metadata: dict) -> VocabSpec:
     if not isinstance(metadata, dict):
         raise TokenizerError(f"GGUF metadata must be a dict, got {type(metadata).__name__}")
     model = _get(metadata, _PREFIX + "model", str)
-    if model not in ("gpt2", "llama"):
+    if model not in MODELS:
+        known = ", ".join(f"{name!r} ({what})" for name, what in MODELS.items())
         raise TokenizerError(
-            f"GGUF metadata 'tokenizer.ggml.model' is {model!r}: onebit builds 'gpt2' "
-            "(byte-level BPE) and 'llama' (SentencePiece)"
-        )
+            f"GGUF metadata 'tokenizer.ggml.model' is {model!r}: onebit builds {known}")
     tokens = _string_list(metadata, _PREFIX + "tokens", required=True)
     if not tokens:
         raise TokenizerError("GGUF metadata 'tokenizer.ggml.tokens' is empty")
+    # llama.cpp names an empty token by its id, and refuses a file with a text twice
+    tokens = [text or f"[EMPTY_{i}]" for i, text in enumerate(tokens)]
+    if len(set(tokens)) != len(tokens):
+        seen: dict[str, int] = {}
+        for i, text in enumerate(tokens):
+            if text in seen:
+                raise TokenizerError(f"GGUF metadata 'tokenizer.ggml.tokens' holds {text!r} "
+                                     f"twice, at {seen[text]} and {i}")
+            seen[text] = i
     n = len(tokens)
     types = _number_list(metadata, _PREFIX + "token_type", int, n, required=False)
-    merges = _string_list(metadata, _PREFIX + "merges", required=model == "gpt2")
+    merges = _string_list(metadata, _PREFIX + "merges", required=model in _MERGED)
     for i, merge in enumerate(merges or ()):
         if merge.count(" ") != 1:
             raise TokenizerError(f"GGUF metadata tokenizer.ggml.merges[{i}] is {merge!r}, "
                                  "not two tokens separated by one space")
-    scores = _number_list(metadata, _PREFIX + "scores", (int, float), n, required=model == "llama")
+    scores = _number_list(metadata, _PREFIX + "scores", (int, float), n, required=model in _SCORED)
     special = {}
     for name, key in _SPECIAL_KEYS.items():
         token_id = _get(metadata, _PREFIX + key, int, required=False)
@@ -122,12 +149,11 @@ def read_vocab(metadata: dict) -> VocabSpec:
             raise TokenizerError(f"GGUF metadata {_PREFIX + key!r} is {token_id}, outside the "
                                  f"vocabulary of {n} tokens")
         special[name] = token_id
-    # llama.cpp adds BOS to a SentencePiece vocabulary that does not say otherwise (old files
-    # carry no flag), and never to a BPE one unless asked.
-    add_bos = _get(metadata, _PREFIX + "add_bos_token", bool, required=False,
-                   default=model == "llama")
-    add_eos = _get(metadata, _PREFIX + "add_eos_token", bool, required=False, default=False)
-    space = _get(metadata, _PREFIX + "add_space_prefix", bool, required=False, default=True)
+    # None where the file does not say: each type has its own default (tokenizer.py)
+    add_bos = _get(metadata, _PREFIX + "add_bos_token", bool, required=False)
+    add_eos = _get(metadata, _PREFIX + "add_eos_token", bool, required=False)
+    add_sep = _get(metadata, _PREFIX + "add_sep_token", bool, required=False)
+    space = _get(metadata, _PREFIX + "add_space_prefix", bool, required=False)
     template = _get(metadata, "tokenizer.chat_template", str, required=False)
     return VocabSpec(
         model=model,
@@ -139,6 +165,8 @@ def read_vocab(metadata: dict) -> VocabSpec:
         special_ids=special,
         add_bos=add_bos,
         add_eos=add_eos,
+        add_sep=add_sep,
         add_space_prefix=space,
         chat_template=template,
+        metadata=metadata,
     )

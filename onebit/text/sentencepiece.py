@@ -1,16 +1,25 @@
-"""SentencePiece BPE (GGUF `tokenizer.ggml.model` = "llama") as a `tokenizers` pipeline.
+"""SentencePiece BPE (GGUF `tokenizer.ggml.model` = "llama"), as llama.cpp runs it.
 
-A GGUF keeps the pieces and their scores but no merges: a piece's score is its rank, so the
-merges are recovered from the vocabulary (every split of a piece into two pieces, best score
-first). Spaces are spelled "▁", a space is put before the text (`add_space_prefix`), and a
-character outside the vocabulary falls back to its UTF-8 bytes, the `<0xAB>` pieces.
+A GGUF keeps the pieces and their scores but no merges. llama.cpp (llama-vocab.cpp,
+`llm_tokenizer_spm_session`) splits the text into characters and, again and again, joins the
+adjacent pair whose joined text is a piece with the highest score, the leftmost pair on a tie.
+A character that is no piece falls back to its UTF-8 bytes, the `<0xAB>` pieces. Spaces are
+spelled "▁", and a space is put before a stretch of text that opens the input or follows a
+special token (`add_space_prefix`).
+
+This is not the same as BPE with merges ranked by score, which onebit used before and
+HuggingFace's converter still uses: ranks order pairs, not places, so two pairs that make
+pieces of equal score ("▁▁" + "▁" and "▁" + "▁▁" both make "▁▁▁") were taken in rank order
+instead of left to right, and a run of spaces came out as other ids than llama.cpp's (`' '`
+gave `[29871]` where llama.cpp gives `[259]`).
 """
 
 from __future__ import annotations
 
+import heapq
 import re
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from onebit.text.errors import TokenizerError
 
 SPACE = "\u2581"
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
@@ -22,36 +31,86 @@ def byte_of_piece(piece: str) -> int | None:
     return int(match.group(1), 16) if match else None
 
 
-def recover_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
-    """The merges a scored vocabulary implies: a piece is made from two pieces, and the higher
-    its score the earlier the merge. Ties keep the order of the pieces' ids."""
-    vocab = {}
-    for index, token in enumerate(tokens):
-        vocab.setdefault(token, index)
-    found = []
-    for token, index in vocab.items():
-        if len(token) < 2 or byte_of_piece(token) is not None:
-            continue
-        for cut in range(1, len(token)):
-            left, right = token[:cut], token[cut:]
-            if left in vocab and right in vocab:
-                found.append((-scores[index], index, vocab[left], vocab[right], left, right))
-    found.sort()
-    return [(left, right) for *_, left, right in found]
+def piece_ids(tokens: list[str]) -> dict[str, int]:
+    """Text to id as llama.cpp keeps it: a text that appears twice names its last id."""
+    return {text: i for i, text in enumerate(tokens)}
 
 
-def build(tokens: list[str], scores: list[float], add_space_prefix: bool, unk: str | None
-          ) -> Tokenizer:
-    vocab = {}
-    for index, token in enumerate(tokens):
-        vocab.setdefault(token, index)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=recover_merges(tokens, scores),
-                               unk_token=unk, fuse_unk=True, byte_fallback=True, dropout=None))
-    scheme = "first" if add_space_prefix else "never"
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme=scheme,
-                                                 split=False)
-    steps = [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
-    if add_space_prefix:
-        steps.append(decoders.Strip(content=" ", left=1))
-    tok.decoder = decoders.Sequence(steps)
-    return tok
+class SentencePieceEncoder:
+    """The `FragmentEncoder` of a SentencePiece BPE vocabulary."""
+
+    def __init__(self, tokens: list[str], scores: list[float], *, add_space_prefix: bool):
+        self._ids = piece_ids(tokens)
+        self._scores = scores
+        self._add_space_prefix = add_space_prefix
+        self._byte_ids = [self._byte_id(b) for b in range(256)]
+
+    def _byte_id(self, byte: int) -> int | None:
+        found = self._ids.get(f"<0x{byte:02X}>")
+        if found is None and byte < 0x80:       # llama.cpp's fallback: the byte as text
+            found = self._ids.get(chr(byte))
+        return found
+
+    def encode(self, text: str, *, first: bool) -> list[int]:
+        if self._add_space_prefix and first:
+            text = " " + text
+        text = text.replace(" ", SPACE)
+        if not text:
+            return []
+        return self._merge(text)
+
+    def _merge(self, text: str) -> list[int]:
+        ids, scores = self._ids, self._scores
+        # the symbols as a doubly linked list over the characters: [start, end) of each, with
+        # a merged-away symbol's length 0
+        n = len(text)
+        start = list(range(n))
+        end = list(range(1, n + 1))
+        prev = list(range(-1, n - 1))
+        nxt = [*range(1, n), -1]
+        queue: list[tuple[float, int, int, int]] = []
+
+        def push(left: int, right: int) -> None:
+            if left < 0 or right < 0:
+                return
+            token = ids.get(text[start[left]:end[right]])
+            if token is not None:
+                # highest score first, then leftmost; the length tells a stale entry
+                heapq.heappush(queue, (-scores[token], left, end[right] - start[left], right))
+
+        for i in range(1, n):
+            push(i - 1, i)
+        while queue:
+            _, left, size, right = heapq.heappop(queue)
+            if end[left] == start[left] or end[right] == start[right] \
+                    or end[right] - start[left] != size:
+                continue
+            end[left] = end[right]
+            start[right] = end[right]           # length 0: merged away
+            nxt[left] = nxt[right]
+            if nxt[right] >= 0:
+                prev[nxt[right]] = left
+            push(prev[left], left)
+            push(left, nxt[left])
+        out: list[int] = []
+        i = 0
+        while i >= 0:
+            piece = text[start[i]:end[i]]
+            token = ids.get(piece)
+            if token is not None:
+                out.append(token)
+            else:
+                out.extend(self._bytes(piece))
+            i = nxt[i]
+        return out
+
+    def _bytes(self, piece: str) -> list[int]:
+        out = []
+        for byte in piece.encode("utf-8"):
+            token = self._byte_ids[byte]
+            if token is None:
+                raise TokenizerError(
+                    f"the vocabulary has no piece for {piece!r} and no byte piece "
+                    f"<0x{byte:02X}> to spell it with")
+            out.append(token)
+        return out

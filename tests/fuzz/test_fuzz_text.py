@@ -29,7 +29,7 @@ KEYS = ["tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
 
 def _good() -> dict:
     tokens = [byte_alphabet()[b] for b in range(256)] + ["<|endoftext|>"]
-    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt2",
+    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-2",
             "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": [1] * 256 + [3],
             "tokenizer.ggml.merges": [], "tokenizer.ggml.eos_token_id": 256}
 
@@ -103,9 +103,9 @@ def text_world(tmp_path_factory):
     root = tmp_path_factory.mktemp("text")
     model = fabricate_model(root / "model", "qwen3", quantized=False, vocab_size=257)
     tok = Tokenizer.from_gguf_metadata(_good())
-    tok.backend.save(str(model / "tokenizer.json"))
+    tok.save_json(model / "tokenizer.json")
     hostile = fabricate_model(root / "hostile", "qwen3", quantized=False, vocab_size=257)
-    tok.backend.save(str(hostile / "tokenizer.json"))
+    tok.save_json(hostile / "tokenizer.json")
     (hostile / "tokenizer_config.json").write_text(json.dumps(
         {"eos_token": "<|endoftext|>", "chat_template": "{{ ''.__class__.__mro__ }}"}))
     (root / "latin1.txt").write_bytes(b"caf\xe9\n")

@@ -2,11 +2,15 @@
 
 The corpus (tests/text/data/tokenizer_corpus.jsonl, one JSON string per line) holds code,
 whitespace runs, digits, accents, CJK, emoji and ZWJ sequences, right-to-left scripts and
-special-token text. The peer is transformers' GGUF tokenizer (`AutoTokenizer.from_pretrained(
-dir, gguf_file=name)`); llama.cpp's is the second arm when `llama_cpp` is importable.
+special-token text. For a GGUF file the reference is llama.cpp, whose ids onebit gives on every
+string (here on SmolLM2's own file when `llama_cpp` is importable; test_golden_ids.py on
+nineteen vocabularies without it). transformers' GGUF tokenizer is the second peer: where it
+parts from llama.cpp, the difference is declared below with its cause, exactly (a declared
+string that starts agreeing fails, and so does any other string that differs).
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -25,8 +29,8 @@ def test_corpus_covers_what_it_claims():
     texts = corpus()
     assert len(texts) >= 300 and len(set(texts)) == len(texts)
     joined = "".join(texts)
-    for probe in ["def ", "        ", "12345", "é", "日本", "한", "👍🏽", "\u200d", "ש", "م",
-                  "<|im_start|>", "<|endoftext|>"]:
+    for probe in ["def ", "        ", "3141592653589793", "é", "日本", "한", "👍🏽", "\u200d",
+                  "ש", "م", "\u0939\u093f", "Việt", "<|im_start|>", "<|endoftext|>"]:
         assert probe in joined, probe
 
 
@@ -42,15 +46,37 @@ def _first_mismatch(ours: Tokenizer, peer, texts):
     return None
 
 
+# Where transformers' GGUF tokenizer for SmolLM2 parts from llama.cpp's (which onebit follows
+# for a GGUF file): transformers applies the HuggingFace pre-tokenizer sequence SmolLM2 was
+# trained with, Digits(individual_digits) then ByteLevel, where llama.cpp's "smollm" runs one
+# expression pass per step over the whole text.
+_DIGITS = ("llama.cpp #7328 (where this was found for the same Digits pre-tokenizer): its "
+           "smollm split isolates every \\p{N} character, where the HuggingFace Digits "
+           "pre-tokenizer isolates ASCII digits only")
+SMOLLM2_TRANSFORMERS_DIFFERS = {
+    " \u0663\u0664\u0665": _DIGITS,  # Arabic-Indic digits
+    "\u00bd \u00be \u2153": _DIGITS,  # vulgar fractions (Unicode No)
+    "|\U0001f91d4  \n 1tre1\U0001f469e\u039d _ \u534a": (
+        "llama.cpp #7328 (the same emulation): its expressions group the whitespace before a "
+        "digit with what follows, where HuggingFace's ByteLevel regex runs on the pieces the "
+        "digit split left"),
+}
+
+
 def test_smollm2_against_transformers(smollm2_path, smollm2_tokenizer):
-    """Every corpus string encodes to the same ids (BOS, special tokens and all) and decodes
-    to the same text, with and without the special tokens, as transformers' tokenizer built
-    from SmolLM2's GGUF."""
+    """Every corpus string but the declared ones encodes to the same ids (BOS, special tokens
+    and all) and decodes to the same text, with and without the special tokens, as
+    transformers' tokenizer built from SmolLM2's GGUF; each declared one still differs."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("gguf")
     peer = transformers.AutoTokenizer.from_pretrained(str(smollm2_path.parent),
                                                       gguf_file=smollm2_path.name)
-    assert _first_mismatch(smollm2_tokenizer, peer, corpus()) is None
+    texts = corpus()
+    assert set(SMOLLM2_TRANSFORMERS_DIFFERS) <= set(texts)
+    assert _first_mismatch(smollm2_tokenizer, peer,
+                           [t for t in texts if t not in SMOLLM2_TRANSFORMERS_DIFFERS]) is None
+    for text in SMOLLM2_TRANSFORMERS_DIFFERS:
+        assert smollm2_tokenizer.encode(text) != peer.encode(text), f"stale: {text!r}"
     assert (peer.bos_token_id, peer.eos_token_id) == (smollm2_tokenizer.bos_token_id,
                                                       smollm2_tokenizer.eos_token_id)
 
@@ -89,47 +115,48 @@ def _write_gguf(path: Path, metadata: dict) -> None:
     writer.close()
 
 
-def test_sentencepiece_against_transformers(tmp_path, spm_metadata, gguf_metadata):
-    """A SentencePiece vocabulary (scores, byte pieces, no merges) written to a GGUF and read
-    back by both: the same ids and text on the whole corpus (most characters fall back to
-    bytes here, which exercises the fallback and the leading-space rule)."""
+def _space_after_a_cut(text: str) -> bool:
+    """A stretch of text that opens the input or follows a special token starts with a space."""
+    return any(part.startswith(" ") for part in ["", *re.split(r"<s>|</s>|<unk>", text)][1:]
+               if part)
+
+
+def test_sentencepiece_against_llama_cpp_and_transformers(tmp_path, spm_metadata,
+                                                          gguf_metadata):
+    """A SentencePiece vocabulary (scores, byte pieces, no merges) written to a GGUF: onebit
+    gives llama.cpp's ids on the whole corpus (when llama_cpp is importable), and
+    transformers' on exactly the strings where no stretch of text starts with a space: there
+    llama.cpp (and onebit) put "▁" in front as everywhere else ("▁▁" for " "), while
+    transformers' Metaspace with prepend_scheme "first" does not (its GGUF converter; the
+    issue's `' '` gives `[29871]` there and `[259]` in llama.cpp on Llama 2's vocabulary)."""
     transformers = pytest.importorskip("transformers")
     _write_gguf(tmp_path / "spm.gguf", spm_metadata())
     ours = Tokenizer.from_gguf_metadata(gguf_metadata(tmp_path / "spm.gguf"))
+    texts = corpus()
+    try:
+        import llama_cpp
+    except ImportError:
+        pass
+    else:
+        llm = llama_cpp.Llama(model_path=str(tmp_path / "spm.gguf"), vocab_only=True,
+                              verbose=False)
+        for text in texts:
+            assert ours.encode(text) == llm.tokenize(text.encode(), add_bos=True,
+                                                     special=True), text
     peer = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="spm.gguf")
-    assert _first_mismatch(ours, peer, corpus()) is None
-
-
-# Where llama.cpp's tokenizer is known to part from the one SmolLM2 was trained with (the
-# HuggingFace pre-tokenizer sequence Digits(individual_digits) then ByteLevel, which onebit and
-# transformers both follow): llama.cpp runs one regex for the whole sequence. Declared here with
-# the upstream thread as the reason, never loosened: any other string must match exactly, and
-# a declared string that starts matching fails the test (the declaration is stale).
-_DIGITS = ("llama.cpp #7328 (where this was found for the same Digits pre-tokenizer): its "
-           "smollm split isolates every \\p{N} character, where the HuggingFace Digits "
-           "pre-tokenizer isolates ASCII digits only")
-LLAMA_CPP_DIVERGES = {
-    " \u0663\u0664\u0665": _DIGITS,  # Arabic-Indic digits
-    "\u00bd \u00be \u2153": _DIGITS,  # vulgar fractions (Unicode No)
-    "|\U0001f91d4  \n 1tre1\U0001f469e\u039d _ \u534a": (
-        "llama.cpp #7328 (the same emulation): its one regex groups the whitespace before a "
-        "digit with what follows, where HuggingFace's ByteLevel regex runs on the pieces the "
-        "digit split left"),
-}
+    differs = {text for text in texts if ours.encode(text) != peer.encode(text)}
+    assert differs == {text for text in texts if _space_after_a_cut(text)}
+    assert _first_mismatch(ours, peer, [t for t in texts if t not in differs]) is None
 
 
 def test_smollm2_against_llama_cpp(smollm2_path, smollm2_tokenizer):
-    """The same corpus through llama.cpp's own tokenizer (the `bench` extra): ids exactly for
-    every string but the declared divergences, and each declared one still diverges."""
+    """The same corpus through llama.cpp's own tokenizer on SmolLM2's file (the `bench`
+    extra), plain and with specials: the same ids for every string."""
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama_cpp is not installed (the "
                                     "`bench` extra builds it); the llama.cpp arm needs it")
     llm = llama_cpp.Llama(model_path=str(smollm2_path), vocab_only=True, verbose=False)
-    texts = corpus()
-    assert set(LLAMA_CPP_DIVERGES) <= set(texts)
-    for text in texts:
-        theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        ours = smollm2_tokenizer.encode(text, add_special_tokens=False)
-        if text in LLAMA_CPP_DIVERGES:
-            assert ours != theirs, f"stale declaration, now equal: {text!r}"
-        else:
-            assert ours == theirs, text
+    for text in corpus():
+        for on in (False, True):
+            theirs = llm.tokenize(text.encode("utf-8"), add_bos=on, special=on)
+            assert smollm2_tokenizer.encode(text, add_special_tokens=on,
+                                            parse_special=on) == theirs, (text, on)

@@ -1,0 +1,116 @@
+"""onebit's tokenizers give llama.cpp's ids, token for token, on every vocabulary type.
+
+The golden ids (data/golden_ids.json.gz) were made by llama.cpp itself through
+llama-cpp-python, by data/make_golden_ids.py, on the nineteen vocabulary files of llama.cpp's
+corpus (`onebit pull llama.cpp-corpus`): byte-level BPE under eleven pre-tokenizer names and
+none, Gemma 4's BPE, SentencePiece BPE (Llama 2, Phi-3, Baichuan), WordPiece (BERT) and
+Unigram (T5-style, Nomic BERT MoE). Each string of the corpus (hard Unicode, whitespace runs,
+code, digits, special-token text) and each of the vocabulary's own llama.cpp test strings is
+checked with add_special and parse_special both off and both on. The test needs the corpus
+(it skips with the reason without it) but not llama.cpp.
+"""
+
+import gzip
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from onebit.text import Tokenizer
+
+DATA = Path(__file__).parent / "data"
+
+
+@cache
+def golden() -> dict:
+    with gzip.open(DATA / "golden_ids.json.gz", "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_metadata(path: Path) -> dict:
+    """The file's metadata through onebit's own checked reader (gguf's `contents()` takes
+    ten times longer on a 256k vocabulary)."""
+    from onebit.gguf.reader import read_metadata as read
+
+    return read(path)[2]
+
+
+@cache
+def tokenizer(models: Path, vocab: str) -> Tokenizer:
+    """The vocabulary file's tokenizer, built once for the tests that share it."""
+    return Tokenizer.from_gguf_metadata(read_metadata(models / f"ggml-vocab-{vocab}.gguf"))
+
+
+def mismatches(tok: Tokenizer, texts: list[str], expected: dict) -> list[str]:
+    """Every (mode, text) whose ids differ, described with both id lists."""
+    found = []
+    for mode, on in (("plain", False), ("special", True)):
+        for text, ids in zip(texts, expected[mode], strict=True):
+            ours = tok.encode(text, add_special_tokens=on, parse_special=on)
+            if ours != ids:
+                found.append(f"{mode} {text!r}: onebit {ours[:16]} llama.cpp {ids[:16]}")
+    return found
+
+
+def test_golden_ids_are_for_this_corpus():
+    """The golden file was made from the corpus as it is now (a changed corpus string needs
+    make_golden_ids.py run again), and covers every vocabulary type llama.cpp reads."""
+    texts = [json.loads(line) for line in
+             (DATA / "tokenizer_corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert golden()["corpus"] == texts
+    assert len(golden()["vocabs"]) == 19
+
+
+VOCABS = ["aquila", "baichuan", "bert-bge", "command-r", "deepseek-coder", "deepseek-llm",
+          "falcon", "gemma-4", "gpt-2", "gpt-neox", "llama-bpe", "llama-spm", "mpt",
+          "nomic-bert-moe", "phi-3", "qwen2", "qwen35", "refact", "starcoder"]
+
+
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_vocabulary_matches_llama_cpp(vocab, llama_cpp_models):
+    """onebit's tokenizer for the vocabulary file gives llama.cpp's ids for every corpus
+    string and every one of the file's own test strings, plain and with specials."""
+    assert vocab in golden()["vocabs"]
+    entry = golden()["vocabs"][vocab]
+    tok = tokenizer(llama_cpp_models, vocab)
+    bad = mismatches(tok, golden()["corpus"], entry["corpus"])
+    bad += mismatches(tok, entry["own"], entry["own_ids"])
+    assert not bad, f"{len(bad)} strings differ; first: {bad[:3]}"
+
+
+@pytest.fixture(scope="module")
+def pre_base(llama_cpp_models) -> dict:
+    return read_metadata(llama_cpp_models / f"ggml-vocab-{golden()['pre']['base']}.gguf")
+
+
+@pytest.mark.parametrize("pre", sorted(golden()["pre"]["names"]))
+def test_pre_tokenizer_matches_llama_cpp(pre, pre_base):
+    """Each pre-tokenizer onebit knows (one name for each distinct behaviour) cuts text as
+    llama.cpp cuts it: GPT-2's vocabulary under that name gives llama.cpp's ids."""
+    tok = Tokenizer.from_gguf_metadata({**pre_base, "tokenizer.ggml.pre": pre})
+    bad = mismatches(tok, golden()["corpus"], golden()["pre"]["names"][pre])
+    assert not bad, f"{len(bad)} strings differ; first: {bad[:3]}"
+
+
+def test_golden_ids_tell_a_wrong_cut(pre_base):
+    """The check can fail: GPT-2's vocabulary cut by Llama 3's expression instead of its own
+    disagrees with llama.cpp's ids on many corpus strings."""
+    tok = Tokenizer.from_gguf_metadata({**pre_base, "tokenizer.ggml.pre": "llama3"})
+    assert len(mismatches(tok, golden()["corpus"], golden()["pre"]["names"]["a.x-4.0"])) > 20
+
+
+@pytest.mark.parametrize("vocab", ["gpt-2", "llama-bpe", "qwen2", "gemma-4", "llama-spm",
+                                   "phi-3", "command-r"])
+def test_decode_gives_the_text_back(vocab, llama_cpp_models):
+    """Decoding the ids of any corpus string gives the string back, for the byte-level and
+    byte-fallback vocabularies (every character has a spelling): BOS and the space
+    SentencePiece puts in front come off again. (With special tokens parsed, SentencePiece
+    also puts a space after each one, as llama.cpp does, and decode keeps it, as llama.cpp's
+    does: a model's own text after a special token starts as the model wrote it.)"""
+    tok = tokenizer(llama_cpp_models, vocab)
+    for text in golden()["corpus"]:
+        assert tok.decode(tok.encode(text, parse_special=False), skip_special_tokens=True) \
+            == text, text
+        assert tok.decode(tok.encode(text, add_special_tokens=False, parse_special=False)) \
+            == text, text
