@@ -54,6 +54,35 @@ def test_tokenizer_metadata(tally, key, value, drop):
     tally("text: bad tokenizer metadata", "right answer")
 
 
+def _sentencepiece() -> dict:
+    words = ["\u2581", "\u2581\u2581", "a", "b", "\u2581a", "ab", "\u2581ab"]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + words
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": [2, 3, 3] + [6] * 256 + [1] * len(words),
+            "tokenizer.ggml.scores": [0.0] * 259 + [-float(i) for i in range(len(words))]}
+
+
+TEXT = st.lists(st.one_of(st.characters(), st.sampled_from(
+    ["<s>", "</s>", "<|endoftext|>", " ", "  ", "\n", "a", "ab"])), max_size=20).map("".join)
+
+
+@fuzz_settings(quick=100)
+@given(text=TEXT, parse_special=st.booleans())
+def test_any_text_comes_back(tally, text, parse_special):
+    """Any text, special-token text and space runs mixed in, through a
+    byte-level BPE and a SentencePiece vocabulary that can spell every byte: encode never
+    fails, and decode gives the text back (SentencePiece with special tokens left as text,
+    since a parsed one gets a space after it, as in llama.cpp)."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    bpe = Tokenizer.from_gguf_metadata(_good())
+    assert bpe.decode(bpe.encode(text, add_special_tokens=False,
+                                 parse_special=parse_special)) == text
+    spm = Tokenizer.from_gguf_metadata(_sentencepiece())
+    ids = spm.encode(text, parse_special=False)
+    assert spm.decode(ids, skip_special_tokens=True) == text
+    tally("text: any text through the tokenizers", "right answer")
+
+
 PIECES = ["{{ ", " }}", "{% ", " %}", "messages", "[0]", "['content']", ".__class__",
           ".__mro__", ".__subclasses__()", ".__globals__", "raise_exception('x')", "| tojson",
           "(", ")", "for m in messages", "endfor", "if", "endif", "range(10**9)", "'a' * 10**9",
