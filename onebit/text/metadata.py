@@ -30,6 +30,7 @@ MODELS = {
     "llama": "SentencePiece BPE",
     "bert": "WordPiece",
     "t5": "SentencePiece Unigram",
+    "rwkv": "RWKV world: escaped byte tokens, longest match",
 }
 # the types that carry merges, and those that carry scores
 _MERGED = ("gpt2", "gemma4")

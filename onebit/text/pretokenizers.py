@@ -11,8 +11,10 @@ format's facts, not a choice, so they are written here as llama.cpp writes them.
 A name also sets how the words become tokens: `ignore_merges` (a word that is itself a token is
 taken whole, as Llama 3's tokenizer.json says), whether BOS is added when the file does not say,
 and whether the text is byte-encoded (GPT-2's byte alphabet) or kept as UTF-8 with spaces
-spelled "\u2581" (Gemma 4). Names whose cut llama.cpp makes with code of its own rather than
-an expression (Kimi K2, AFMoE, mmBERT, the whitespace vocabularies) are refused by name.
+spelled "\u2581" (Gemma 4). Where llama.cpp cuts with code of its own rather than the
+expression it names (Kimi K2, AFMoE, Tiny Aya), an expression that cuts the same way stands in,
+held to llama.cpp's ids like the rest; the two names whose words llama.cpp re-cuts in its
+tokenizer session (mmBERT, the whitespace vocabularies) are refused by name.
 """
 
 from __future__ import annotations
@@ -179,6 +181,25 @@ _DEFAULT = (
 )
 
 
+# llama.cpp cuts these with code of its own (unicode.cpp), not with the expression its table
+# names; each expression below cuts the same way, and the golden ids hold it to that.
+# AFMoE's digits, and Tiny Aya's (llama.cpp routes its `\d{1,3}(?=(?:\d{3})*\b)` to the same
+# code): a run of numbers in groups of three from the right, the first group taking the rest.
+_DIGITS_BY_THREE = r"\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))"
+_AFMOE_CUT = (_DIGITS_BY_THREE, *_AFMOE[1:])
+_TINY_AYA_CUT = (_DIGITS_BY_THREE, *_TINY_AYA[1:])
+# Kimi K2: its tokenizer's own expression (tokenization_kimi.py), Han runs first and Han kept
+# out of the letter classes, with the contractions spelled without (?i:) as llama.cpp does
+_K2_TAIL = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+_K2_UPPER = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+_K2_LOWER = r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+_KIMI_K2_CUT = (
+    r"[\p{Han}]+"
+    rf"|[^\r\n\p{{L}}\p{{N}}]?{_K2_UPPER}*{_K2_LOWER}+{_K2_TAIL}"
+    rf"|[^\r\n\p{{L}}\p{{N}}]?{_K2_UPPER}+{_K2_LOWER}*{_K2_TAIL}"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+)
+
 @dataclass(frozen=True)
 class PreTokenizer:
     splits: tuple[str, ...]
@@ -223,7 +244,9 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     **_names(_CHAMELEON, "chameleon", add_bos=True),
     **_names(_GPT4O, "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"),
     **_names(_GRANITE_EMB_MULTI, "granite-embed-multi-97m", ignore_merges=True),
-    **_names(_TINY_AYA, "tiny_aya", "cohere2moe"),
+    **_names(_TINY_AYA_CUT, "tiny_aya", "cohere2moe"),
+    **_names(_AFMOE_CUT, "afmoe"),
+    **_names(_KIMI_K2_CUT, "kimi-k2"),
     **_names(_SUPERBPE, "superbpe"),
     **_names(_BAILINGMOE, "bailingmoe", "bailingmoe2", "llada-moe"),
     **_names(_SEED_CODER, "seed-coder"),
@@ -231,10 +254,8 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     **_names(_LAGUNA, "laguna"),
 }
 
-# names llama.cpp cuts with code of its own, not an expression: refused with the reason
+# names whose words llama.cpp re-cuts in code of its own: refused with the reason
 REFUSED = {
-    "kimi-k2": "llama.cpp cuts Kimi K2's text with its own code (Han runs, no merges)",
-    "afmoe": "llama.cpp groups AFMoE's digits by the run's length modulo 3 with its own code",
     "mmbert": "llama.cpp re-cuts mmBERT's words at every escaped space with its own code",
     "whitespace": "a whitespace vocabulary has a tokenizer session of its own in llama.cpp",
 }

@@ -3,10 +3,10 @@
 From a GGUF file, the tokenizer is llama.cpp's, reimplemented (llama-vocab.cpp at build 11434):
 special tokens are cut out of the text first (special.py), each stretch between them goes to the
 vocabulary type's own algorithm (sentencepiece.py, bytelevel.py with pretokenizers.py,
-wordpiece.py, unigram.py), and BOS/EOS/SEP are added by the type's rules, with llama.cpp's
-defaults where the file says nothing. tests/text/test_golden_ids.py holds every type to the ids
-llama.cpp itself gives on a corpus of hard text. From a `tokenizer.json`, HuggingFace's
-`tokenizers` runs the file's own pipeline.
+wordpiece.py, unigram.py, rwkv.py), and BOS/EOS/SEP are added by the type's rules, with
+llama.cpp's defaults where the file says nothing. tests/text/test_golden_ids.py holds every
+type to the ids llama.cpp itself gives on a corpus of hard text. From a `tokenizer.json`,
+HuggingFace's `tokenizers` runs the file's own pipeline.
 
 The face is the one users of transformers know: `encode(text, add_special_tokens=...)`,
 `decode(ids, skip_special_tokens=...)`, `bos_token_id`, `eos_token_id`; `parse_special=False`
@@ -227,6 +227,7 @@ _DEFAULT_IDS = {
     "gemma4": {},
     "bert": {"bos": 101, "unk": 100, "sep": 102, "pad": 0, "mask": 103},
     "t5": {"eos": 1, "unk": 2, "pad": 0},
+    "rwkv": {},
 }
 
 
@@ -249,6 +250,10 @@ def _encoder(spec: VocabSpec):
 
         how.update(add_bos=True)
         return wordpiece.build(spec), how
+    if spec.model == "rwkv":
+        from onebit.text import rwkv
+
+        return rwkv.build(spec), how
     from onebit.text import unigram  # "t5": read_vocab let no other name through
 
     space = True if spec.add_space_prefix is None else spec.add_space_prefix
@@ -264,10 +269,14 @@ def _special_ids(spec: VocabSpec, has_bos: bool) -> dict[str, int]:
     return _with_eot(ids, spec.tokens)
 
 
-def _pieces(spec: VocabSpec, attrs: list[int], byte_encode: bool) -> list[bytes]:
+def _pieces(spec: VocabSpec, attrs: list[int], byte_encode: bool,
+            encoder: FragmentEncoder) -> list[bytes]:
     """The bytes each token prints, as llama.cpp's `token_to_piece` gives them: a special or
     user-defined token its text, a byte token its byte, a normal token its text with "▁" as a
-    space (or, byte-level, its bytes); a token of any other type prints nothing."""
+    space (or, byte-level, its bytes); a token of any other type prints nothing. RWKV: every
+    token its unescaped bytes, whatever its type (the encoder has them)."""
+    if spec.model == "rwkv":
+        return list(encoder.pieces)
     pieces = []
     for text, attr in zip(spec.tokens, attrs, strict=True):
         if attr & (ATTR_CONTROL | ATTR_UNKNOWN | ATTR_USER_DEFINED):
@@ -291,17 +300,22 @@ def _from_spec(spec: VocabSpec) -> Tokenizer:
     if spec.model == "gemma4":
         add_bos = True      # llama.cpp overrides Gemma 4's files, which say false
     add_eos = how["add_eos"] if spec.add_eos is None else spec.add_eos
+    if spec.model == "rwkv":    # llama.cpp's RWKV tokenize adds neither, whatever the file says
+        add_bos = add_eos = False
     attrs = token_attributes(spec)
     # decode drops what llama.cpp's `token_to_piece(special=False)` drops: CONTROL and UNKNOWN
-    # tokens, and the ids the file names as BOS/EOS/...
+    # tokens, and the ids the file names as BOS/EOS/... (not for RWKV, whose converter names
+    # the normal token "\n\n" as EOT: decode keeps it, as llama.cpp does)
     special = {i for i, attr in enumerate(attrs) if attr & (ATTR_CONTROL | ATTR_UNKNOWN)}
-    special |= {i for name, i in special_ids.items() if name != "unk"}
+    if spec.model != "rwkv":
+        special |= {i for name, i in special_ids.items() if name != "unk"}
     json_form = None
     if spec.model == "gpt2":
         json_form = lambda: _json_form(encoder, spec)   # noqa: E731 - built only when saved
+    pieces = _pieces(spec, attrs, how["byte_encode"], encoder)
     return Tokenizer(_GGUFText(encoder, special_tokens(spec, attrs)), tokens=spec.tokens,
-                     pieces=_pieces(spec, attrs, how["byte_encode"]), special_ids=special_ids,
-                     special=special, add_bos=add_bos, add_eos=add_eos,
+                     pieces=pieces, special_ids=special_ids, special=special,
+                     add_bos=add_bos, add_eos=add_eos,
                      add_sep=spec.model == "bert", strip_first_space=how["space_prefix"],
                      chat_template=spec.chat_template, json_form=json_form)
 

@@ -32,7 +32,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "onebit.fallback", "onebit.reference", "onebit.loop")),
     ("files, formats and kernels: the model cache, the test corpus, model files, blocks, "
      "Q4NX, ggml types, the compiled products", (
-        "onebit.hub", "onebit.corpus", "onebit.models.errors", "onebit.models.files", "onebit.models.q4nx",
+        "onebit.hub", "onebit.corpus", "onebit.models.errors", "onebit.models.files",
+        "onebit.models.q4nx",
         "onebit.models.blocks", "onebit.models.kernels", "onebit.models.kernel_cache",
         # int8_ir and int8_source: the generated code int8_kernel compiles, split out of it
         "onebit.models.int8_kernel", "onebit.models.int8_ir", "onebit.models.int8_source",

@@ -56,6 +56,10 @@ _DIGITS = ("llama.cpp #7328 (where this was found for the same Digits pre-tokeni
 SMOLLM2_TRANSFORMERS_DIFFERS = {
     " \u0663\u0664\u0665": _DIGITS,  # Arabic-Indic digits
     "\u00bd \u00be \u2153": _DIGITS,  # vulgar fractions (Unicode No)
+    "1234abc 12345678x \u0661\u0662\u0663\u0664\u0665 \u00bd\u00bd\u00bd\u00bd": _DIGITS,
+    # Roman numerals (Unicode Nl)
+    "\u216b \u217b \u4e00\u4e8c\u4e09\u56db\u4e94\u516d\u4e03\u516b\u4e5d\u5341 "
+    "\u0391\u0392\u0393 \u03b1\u03b2\u03b3 \u01c5emal": _DIGITS,
     "|\U0001f91d4  \n 1tre1\U0001f469e\u039d _ \u534a": (
         "llama.cpp #7328 (the same emulation): its expressions group the whitespace before a "
         "digit with what follows, where HuggingFace's ByteLevel regex runs on the pieces the "

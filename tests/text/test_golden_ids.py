@@ -131,3 +131,61 @@ def test_vocabulary_matches_huggingface_reference_ids(vocab, llama_cpp_models):
     assert len(texts) <= len(expected)
     for text, ids in zip(texts, expected, strict=False):
         assert tok.encode(text, add_special_tokens=False) == [int(x) for x in ids.split()], text
+
+
+@cache
+def make_golden_ids():
+    """data/make_golden_ids.py, which made the goldens, as a module: its made vocabularies."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_golden_ids", DATA / "make_golden_ids.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rwkv_matches_llama_cpp(tmp_path):
+    """RWKV "world" (no such file is in llama.cpp's corpus): the vocabulary make_golden_ids.py
+    makes (`rwkv_vocab`: the converter's escaped spelling, other spellings of the same bytes,
+    overlapping prefixes, special tokens of each type, add_bos/add_eos set, four single bytes
+    missing and "<unk>" for them) gives, through onebit, llama.cpp's ids for every corpus string,
+    plain and with specials. The ids show llama.cpp doing what onebit's rwkv.py says it does:
+    the later of two spellings of the same bytes matched, control tokens typed as text matched
+    with special tokens off, "<unk>" for the missing bytes, and no BOS or EOS added. The
+    metadata is the file's: written and read back, it is the same."""
+    module = make_golden_ids()
+    meta = module.rwkv_vocab()
+    module.write_rwkv(meta, tmp_path / "rwkv.gguf")
+    back = read_metadata(tmp_path / "rwkv.gguf")
+    assert {key: back[key] for key in meta} == meta
+    expected = golden()["synthetic"]["rwkv"]
+    bad = mismatches(Tokenizer.from_gguf_metadata(meta), golden()["corpus"], expected)
+    assert not bad, f"{len(bad)} strings differ; first: {bad[:3]}"
+    tokens = meta["tokenizer.ggml.tokens"]
+    plain = {i for ids in expected["plain"] for i in ids}
+    assert {tokens.index(t) for t in ("<unk>", "\\x48\\x65\\x6c\\x6c\\x6f", "\\p\\a\\s\\s",
+                                      "<|im_start|>", "<s>")} <= plain
+    assert tokens.index("Hello") not in plain and tokens.index("pass") not in plain
+    assert -1 not in plain
+    assert all(ids[:1] != [0] or text.startswith("<s>")     # "<s>" is BOS and EOS
+               for text, ids in zip(golden()["corpus"], expected["special"], strict=True))
+
+
+def test_rwkv_without_unknown_token_is_refused_where_llama_cpp_gives_minus_one():
+    """The same vocabulary with no unknown token: llama.cpp gives -1 (LLAMA_TOKEN_NULL) for a
+    byte no token starts with, an id its own llama_decode refuses. onebit refuses exactly those
+    strings with a TokenizerError, and gives llama.cpp's ids for all the others."""
+    from onebit.text.errors import TokenizerError
+
+    tok = Tokenizer.from_gguf_metadata(make_golden_ids().rwkv_vocab(unk=False))
+    expected = golden()["synthetic"]["rwkv-no-unk"]
+    refused = 0
+    for mode, on in (("plain", False), ("special", True)):
+        for text, ids in zip(golden()["corpus"], expected[mode], strict=True):
+            if -1 in ids:
+                with pytest.raises(TokenizerError, match="no unknown token"):
+                    tok.encode(text, add_special_tokens=on, parse_special=on)
+                refused += 1
+            else:
+                assert tok.encode(text, add_special_tokens=on, parse_special=on) == ids, text
+    assert refused > 50

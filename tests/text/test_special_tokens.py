@@ -80,9 +80,9 @@ def test_phi3_tokens_eat_the_space_after_them():
 
 
 @pytest.mark.parametrize("change, says", [
-    ({"tokenizer.ggml.pre": "kimi-k2"}, "code of its own|own code"),
+    ({"tokenizer.ggml.pre": "mmbert"}, "code of its own|own code"),
     ({"tokenizer.ggml.pre": "gpt2"}, "does not know"),
-    ({"tokenizer.ggml.model": "rwkv"}, "tokenizer.ggml.model"),
+    ({"tokenizer.ggml.model": "plamo2"}, "tokenizer.ggml.model"),
     ({"tokenizer.ggml.tokens": ["a", "b", "a"]}, "twice, at 0 and 2"),
 ])
 def test_what_is_refused_is_named(change, says):
