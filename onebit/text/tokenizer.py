@@ -256,8 +256,8 @@ def _encoder(spec: VocabSpec):
         return rwkv.build(spec), how
     from onebit.text import unigram  # "t5": read_vocab let no other name through
 
-    space = True if spec.add_space_prefix is None else spec.add_space_prefix
-    how.update(add_eos=True, space_prefix=space)
+    # llama.cpp's default for a Unigram file that does not say is no space prefix
+    how.update(add_eos=True, space_prefix=bool(spec.add_space_prefix))
     return unigram.build(spec), how
 
 
