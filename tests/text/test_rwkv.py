@@ -302,19 +302,10 @@ def _world_like(n: int = 65_536) -> list[str]:
     return tokens
 
 
-def test_build_and_encode_are_fast():
-    """A 65k world-like vocabulary (with eight times the escapes of the real one) builds in
-    well under a second (0.3 to 0.45 s here; the real world vocabulary 0.15 to 0.35 s), and
-    1000 characters of mixed text encode in a few milliseconds (under 0.5 ms here)."""
-    meta = metadata(_world_like())
-    started = time.perf_counter()
-    tok = Tokenizer.from_gguf_metadata(meta)
-    assert time.perf_counter() - started < 1.0
+def test_a_world_like_vocabulary_round_trips_mixed_text():
+    """A 65k world-like vocabulary (with eight times the escapes of the real one) builds, and
+    1000 characters of mixed corpus text come back from their ids. (Speed is measured, not
+    asserted: it builds in 0.3 to 0.45 s here and encodes the text in under 0.5 ms.)"""
+    tok = Tokenizer.from_gguf_metadata(metadata(_world_like()))
     text = "".join(corpus())[:1000]
-    best = float("inf")
-    for _ in range(5):
-        started = time.perf_counter()
-        ids = tok.encode(text)
-        best = min(best, time.perf_counter() - started)
-    assert tok.decode(ids) == text
-    assert best < 0.005
+    assert tok.decode(tok.encode(text)) == text
