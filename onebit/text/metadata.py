@@ -72,6 +72,16 @@ def _get(metadata: dict, key: str, kind, *, required: bool = True, default=None)
     return value
 
 
+def read_flag(metadata: dict, key: str, default: bool) -> bool:
+    """The boolean `key` of the GGUF metadata, `default` when absent; a TokenizerError naming
+    the key when it is not a bool."""
+    value = metadata.get(key, default)
+    if not isinstance(value, bool):
+        raise TokenizerError(f"GGUF metadata {key!r} is {type(value).__name__} "
+                             f"{str(value)[:40]!r}, expected bool")
+    return value
+
+
 def _string_list(metadata: dict, key: str, *, required: bool) -> list[str] | None:
     values = _get(metadata, key, (list, tuple), required=required)
     if values is None:

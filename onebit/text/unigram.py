@@ -46,7 +46,7 @@ from itertools import chain
 import numpy as np
 
 from onebit.text.errors import TokenizerError
-from onebit.text.metadata import NORMAL, UNUSED, USER_DEFINED, VocabSpec
+from onebit.text.metadata import NORMAL, UNUSED, USER_DEFINED, VocabSpec, read_flag
 
 SPACE = "\u2581".encode()
 _REPLACEMENT_CHAR = "\ufffd".encode()
@@ -401,14 +401,6 @@ def _float32(scores: list[float]) -> np.ndarray:
     return wide.astype(np.float32)
 
 
-def _flag(metadata: dict, key: str, default: bool) -> bool:
-    value = metadata.get(key, default)
-    if not isinstance(value, bool):
-        raise TokenizerError(f"GGUF metadata {key!r} is {type(value).__name__} "
-                             f"{str(value)[:40]!r}, expected bool")
-    return value
-
-
 def build(spec: VocabSpec) -> UnigramEncoder:
     """The Unigram encoder of a "t5" vocabulary; `TokenizerError` naming the key when the
     metadata does not describe one."""
@@ -423,29 +415,18 @@ def build(spec: VocabSpec) -> UnigramEncoder:
         raise TokenizerError(f"GGUF metadata 'tokenizer.ggml.token_type' / 'scores' have "
                              f"{len(spec.token_types)} / {len(spec.scores)} entries for {n} "
                              "tokens")
-    texts = [text or f"[EMPTY_{i}]" for i, text in enumerate(spec.tokens)]
-    if len(set(texts)) != n:
-        seen: dict[str, int] = {}
-        for i, text in enumerate(texts):
-            if text in seen:
-                raise TokenizerError(f"GGUF metadata 'tokenizer.ggml.tokens' has {text!r} "
-                                     f"twice (ids {seen[text]} and {i})")
-            seen[text] = i
+    texts = spec.tokens     # read_vocab named empty tokens and refused repeated ones
     metadata = spec.metadata or {}
     # llama.cpp's defaults for a "t5" vocabulary: no space prefix unless the file asks, no
     # merging of spaces
-    prefix_key = "tokenizer.ggml.add_space_prefix"
-    if prefix_key in metadata or spec.add_space_prefix is None:
-        add_space_prefix = _flag(metadata, prefix_key, False)
-    else:
-        add_space_prefix = bool(spec.add_space_prefix)
+    add_space_prefix = bool(spec.add_space_prefix)     # None: the file does not say
     normalizer = Normalizer(
         read_charsmap(metadata),
         [t.encode("utf-8", "surrogatepass") for t, kind in zip(texts, spec.token_types, strict=True)
          if kind == USER_DEFINED],
         add_space_prefix=add_space_prefix,
-        remove_extra_whitespaces=_flag(metadata, "tokenizer.ggml.remove_extra_whitespaces",
-                                       False))
+        remove_extra_whitespaces=read_flag(metadata, "tokenizer.ggml.remove_extra_whitespaces",
+                                           False))
     unk_id = spec.special_ids.get("unk")
     if unk_id is None and n > _DEFAULT_UNK:
         unk_id = _DEFAULT_UNK

@@ -42,7 +42,7 @@ import unicodedata
 from bisect import bisect_right
 
 from onebit.text.errors import TokenizerError
-from onebit.text.metadata import BYTE, VocabSpec
+from onebit.text.metadata import BYTE, VocabSpec, read_flag
 
 SPACE = "\u2581"           # the converter's word-start mark
 _DEFAULT_UNK = 100         # llama.cpp's default unknown id for a "bert" vocabulary
@@ -225,15 +225,6 @@ def _token_ids(tokens: list[str]) -> dict[str, int]:
     return ids
 
 
-def flag(metadata: dict, key: str, default: bool) -> bool:
-    """The boolean `key` of the GGUF metadata, `default` when absent."""
-    value = metadata.get(key, default)
-    if not isinstance(value, bool):
-        raise TokenizerError(f"GGUF metadata {key!r} is {type(value).__name__} "
-                             f"{str(value)[:40]!r}, expected bool")
-    return value
-
-
 def build(spec: VocabSpec) -> WordPieceEncoder:
     """The WordPiece encoder of a "bert" vocabulary; `TokenizerError` naming the key when the
     metadata does not describe one."""
@@ -246,8 +237,8 @@ def build(spec: VocabSpec) -> WordPieceEncoder:
                 f"GGUF metadata tokenizer.ggml.token_type[{i}] is 6 (byte): llama.cpp cannot "
                 "decode a byte token in a WordPiece vocabulary (it aborts at load)")
     metadata = spec.metadata or {}
-    lowercase = flag(metadata, "tokenizer.ggml.normalizer.lowercase", True)
-    strip_accents = flag(metadata, "tokenizer.ggml.normalizer.strip_accents", lowercase)
+    lowercase = read_flag(metadata, "tokenizer.ggml.normalizer.lowercase", True)
+    strip_accents = read_flag(metadata, "tokenizer.ggml.normalizer.strip_accents", lowercase)
     unk_id = spec.special_ids.get("unk")
     if unk_id is None and len(spec.tokens) > _DEFAULT_UNK:
         unk_id = _DEFAULT_UNK        # llama.cpp's default, kept when inside the vocabulary
