@@ -31,16 +31,11 @@ def byte_of_piece(piece: str) -> int | None:
     return int(match.group(1), 16) if match else None
 
 
-def piece_ids(tokens: list[str]) -> dict[str, int]:
-    """Text to id as llama.cpp keeps it: a text that appears twice names its last id."""
-    return {text: i for i, text in enumerate(tokens)}
-
-
 class SentencePieceEncoder:
     """The `FragmentEncoder` of a SentencePiece BPE vocabulary."""
 
     def __init__(self, tokens: list[str], scores: list[float], *, add_space_prefix: bool):
-        self._ids = piece_ids(tokens)
+        self._ids = {text: i for i, text in enumerate(tokens)}
         self._scores = scores
         self._add_space_prefix = add_space_prefix
         self._byte_ids = [self._byte_id(b) for b in range(256)]
