@@ -8,8 +8,9 @@ user stays text) but USER_DEFINED ones still are, as in HuggingFace's tokenizers
 also eat the whitespace beside it (LSTRIP / RSTRIP), which llama.cpp decides per model family
 from the file's names, since GGUF carries no such attribute.
 
-The order matters and is llama.cpp's, not a regex alternation's: in "xab" with special tokens
-"ab" and "xa", the longer-first pass finds "ab" wherever it is before "xa" is looked for.
+The order matters and is llama.cpp's, not a regex alternation's: in "xabc" with special tokens
+"abc" and "xa", the longer "abc" is cut out first, so "xa" is never found, where an alternation
+scanning left to right would take "xa".
 """
 
 from __future__ import annotations

@@ -18,11 +18,15 @@ from onebit.text.special import (
 def test_longer_tokens_are_cut_first_wherever_they_are():
     """llama.cpp looks for each special token in turn, the longest first, over the whole text:
     in "xab" with "ab" (longer, found first) and "x" the cut is x | ab, and in "abc" with
-    "abc" and "ab" the longer wins although both start at the same place."""
+    "abc" and "ab" the longer wins although both start at the same place; in "xabc" with
+    "abc" and "xa", "abc" is cut first and "xa" is never found (an alternation scanning left
+    to right would take "xa")."""
     ab, x = SpecialToken(1, "ab", False), SpecialToken(2, "x", False)
     assert partition("xab", [ab, x], True) == [2, 1]
     abc = SpecialToken(3, "abc", False)
     assert partition("abcab", [abc, ab], True) == [3, 1]
+    xa = SpecialToken(4, "xa", False)
+    assert partition("xabc", [abc, xa], True) == ["x", 3]
     assert partition("zabz", [ab], True) == ["z", 1, "z"]
 
 
