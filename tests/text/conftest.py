@@ -42,6 +42,19 @@ def llama_cpp_models() -> Path:
 
 
 @pytest.fixture(scope="session")
+def golden_maker():
+    """data/make_golden_ids.py, which made the golden ids, as a module: the vocabularies it
+    makes (RWKV) for the tests to build from the same metadata."""
+    import importlib.util
+
+    path = Path(__file__).parent / "data" / "make_golden_ids.py"
+    spec = importlib.util.spec_from_file_location("make_golden_ids", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
 def smollm2_metadata(smollm2_path) -> dict:
     return read_metadata(smollm2_path)
 

@@ -133,18 +133,7 @@ def test_vocabulary_matches_huggingface_reference_ids(vocab, llama_cpp_models):
         assert tok.encode(text, add_special_tokens=False) == [int(x) for x in ids.split()], text
 
 
-@cache
-def make_golden_ids():
-    """data/make_golden_ids.py, which made the goldens, as a module: its made vocabularies."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_golden_ids", DATA / "make_golden_ids.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_rwkv_matches_llama_cpp(tmp_path):
+def test_rwkv_matches_llama_cpp(tmp_path, golden_maker):
     """RWKV "world" (no such file is in llama.cpp's corpus): the vocabulary make_golden_ids.py
     makes (`rwkv_vocab`: the converter's escaped spelling, other spellings of the same bytes,
     overlapping prefixes, special tokens of each type, add_bos/add_eos set, four single bytes
@@ -153,7 +142,7 @@ def test_rwkv_matches_llama_cpp(tmp_path):
     the later of two spellings of the same bytes matched, control tokens typed as text matched
     with special tokens off, "<unk>" for the missing bytes, and no BOS or EOS added. The
     metadata is the file's: written and read back, it is the same."""
-    module = make_golden_ids()
+    module = golden_maker
     meta = module.rwkv_vocab()
     module.write_rwkv(meta, tmp_path / "rwkv.gguf")
     back = read_metadata(tmp_path / "rwkv.gguf")
@@ -171,13 +160,13 @@ def test_rwkv_matches_llama_cpp(tmp_path):
                for text, ids in zip(golden()["corpus"], expected["special"], strict=True))
 
 
-def test_rwkv_without_unknown_token_is_refused_where_llama_cpp_gives_minus_one():
+def test_rwkv_without_unknown_token_is_refused_where_llama_cpp_gives_minus_one(golden_maker):
     """The same vocabulary with no unknown token: llama.cpp gives -1 (LLAMA_TOKEN_NULL) for a
     byte no token starts with, an id its own llama_decode refuses. onebit refuses exactly those
     strings with a TokenizerError, and gives llama.cpp's ids for all the others."""
     from onebit.text.errors import TokenizerError
 
-    tok = Tokenizer.from_gguf_metadata(make_golden_ids().rwkv_vocab(unk=False))
+    tok = Tokenizer.from_gguf_metadata(golden_maker.rwkv_vocab(unk=False))
     expected = golden()["synthetic"]["rwkv-no-unk"]
     refused = 0
     for mode, on in (("plain", False), ("special", True)):

@@ -1,11 +1,9 @@
 """The RWKV "world" tokenizer (onebit/text/rwkv.py): escapes, longest match, decode, and
 hostile vocabularies. tests/text/test_golden_ids.py holds it to llama.cpp's own ids."""
 
-import importlib.util
 import json
 import random
 import time
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,15 +16,6 @@ from onebit.text.metadata import MAX_TOKEN_BYTES, read_vocab
 
 DATA = Path(__file__).parent / "data"
 CONTROL, UNUSED = 3, 5
-
-
-@cache
-def make_golden_ids():
-    """tests/text/data/make_golden_ids.py, the maker of the goldens, as a module."""
-    spec = importlib.util.spec_from_file_location("make_golden_ids", DATA / "make_golden_ids.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def spelled(data: bytes) -> str:
@@ -75,10 +64,10 @@ def test_unescape_reads_llama_cpps_escapes(stored, data):
     assert rwkv.unescape(stored) == data
 
 
-def test_other_spellings_of_the_made_vocabulary():
+def test_other_spellings_of_the_made_vocabulary(golden_maker):
     """The bytes make_golden_ids.py says its other spellings stand for (llama.cpp's ids for
     that vocabulary, in the goldens, agree) are the bytes onebit reads in them."""
-    for stored, data in make_golden_ids().RWKV_OTHER_SPELLINGS:
+    for stored, data in golden_maker.RWKV_OTHER_SPELLINGS:
         assert rwkv.unescape(stored) == data, stored
 
 

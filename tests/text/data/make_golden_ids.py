@@ -71,6 +71,14 @@ def metadata(path: Path) -> dict:
             if not key.startswith("GGUF.")}
 
 
+def _finish(writer) -> None:
+    """Write out a GGUF that holds metadata only."""
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def write_with_pre(meta: dict, pre: str, path: Path) -> None:
     """A vocabulary-only GGUF: `meta`'s tokenizer under pre-tokenizer name `pre`."""
     import gguf
@@ -85,10 +93,7 @@ def write_with_pre(meta: dict, pre: str, path: Path) -> None:
                      ("eos_token_id", writer.add_eos_token_id)):
         if "tokenizer.ggml." + key in meta:
             add(meta["tokenizer.ggml." + key])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _finish(writer)
 
 
 # The single bytes the made RWKV vocabulary leaves out: each occurs in the corpus (BEL, "~",
@@ -194,10 +199,7 @@ def write_rwkv(meta: dict, path: Path) -> None:
                      ("add_eos_token", writer.add_add_eos_token)):
         if "tokenizer.ggml." + key in meta:
             add(meta["tokenizer.ggml." + key])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _finish(writer)
 
 
 def pre_names() -> list[str]:
