@@ -61,10 +61,12 @@ def _stacked(parts: list[BlockWeight]) -> BlockWeight:
 
 
 def _layer_stack(weights: list[BlockWeight]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`(codes [L, out, bytes], d [L, out, nb], m [L, out, nb or 0])` of one weight per layer."""
-    return (aligned(np.stack([w.codes for w in weights])),  # codes on a cache line
-            np.ascontiguousarray(np.stack([w.d for w in weights])),
-            np.ascontiguousarray(np.stack([w.m for w in weights])))
+    """`(codes [L, out, bytes], d [L, out, nb], m [L, out, nb or 0])` of one weight per layer,
+    each layer's in the integer kernel's layout (int8_kernel.grouped_arrays)."""
+    layers = [int8_kernel.grouped_arrays(w.kind, w.codes, w.d, w.m) for w in weights]
+    return (aligned(np.stack([c for c, _, _ in layers])),  # codes on a cache line
+            np.ascontiguousarray(np.stack([d for _, d, _ in layers])),
+            np.ascontiguousarray(np.stack([m for _, _, m in layers])))
 
 
 def unfit_reason(model) -> str | None:
@@ -214,9 +216,8 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     range_qkv, range_o, range_gu, range_down = (int8_kernel.range_kernel(k) for k in kinds)
     tasks = njit(inline="always")(int8_kernel.tasks)
     spans = int8_kernel.spans_kernel()
-    pairs = int8_kernel.pair_scales_kernel()
-    corrections = int8_kernel.lane_corrections_kernel()
-    f_qkv, f_o, f_gu, f_down = (int8_kernel.correction_factor(int8_kernel.KIND_IDS[k], key[2])
+    corrections = int8_kernel.block_corrections_kernel()
+    f_qkv, f_o, f_gu, f_down = (int8_kernel.correction_factor(int8_kernel.KIND_IDS[k])
                                 for k in kinds)
     parts = kernels._tiled_intrinsics()
     vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
@@ -288,12 +289,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             else:
                 for i in range(R):
                     norm_quantize(x, in_norm[layer], eps, h, hq, hdx, hsx, i)
-            hdxx = pairs(hdx)
             corr = corrections(hq, hdx, f_qkv)
             n_t = tasks(n_qkv)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hdxx, hsx, corr, qkv,
+                range_qkv(c_qkv[at], d_qkv[at], m_qkv[at], table, hq, hdx, hsx, corr, qkv,
                           p * n_t // n_s, (p + 1) * n_t // n_s)
             if qkv_bias.shape[1]:
                 for i in range(R):
@@ -354,12 +354,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                     quantize_row(att[i], aq, i * Hq * D, adx[i], asx[i])
             else:
                 quantize(att, aq, adx, asx)
-            adxx = pairs(adx)
             corr = corrections(aq, adx, f_o)
             n_t = tasks(H)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, adxx, asx, corr, proj,
+                range_o(c_o[at], d_o[at], m_o[at], table, aq, adx, asx, corr, proj,
                         p * n_t // n_s, (p + 1) * n_t // n_s)
             for i in range(R):
                 for j in range(H):
@@ -374,12 +373,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             else:
                 for i in range(R):
                     norm_quantize(x, post_norm[layer], eps, h, hq, hdx, hsx, i)
-            hdxx = pairs(hdx)
             corr = corrections(hq, hdx, f_gu)
             n_t = tasks(2 * inter)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hdxx, hsx, corr, gu,
+                range_gu(c_gu[at], d_gu[at], m_gu[at], table, hq, hdx, hsx, corr, gu,
                          p * n_t // n_s, (p + 1) * n_t // n_s)
             if parallel and R >= PARALLEL_ROWS:
                 for i in prange(R):
@@ -387,12 +385,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             else:
                 for i in range(R):
                     silu_quantize(gu, act, mq, mdx, msx, i)
-            mdxx = pairs(mdx)
             corr = corrections(mq, mdx, f_down)
             n_t = tasks(H)
             n_s = spans(n_t)
             for p in prange(n_s):
-                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, mdxx, msx, corr, proj,
+                range_down(c_dn[at], d_dn[at], m_dn[at], table, mq, mdx, msx, corr, proj,
                            p * n_t // n_s, (p + 1) * n_t // n_s)
             for i in range(R):
                 for j in range(H):

@@ -3,31 +3,23 @@ range source (int8_source.py) is written in, for each lanes form. Only IR is mad
 form a process uses, the compiling, the caching and the calling are int8_kernel.py's, and this
 module imports nothing of it.
 
-The one computation they serve is int8_kernel.py's formula: for one weight block b (32 codes
-c_j) and one activation block (32 int8 q_j, quantised per row), the 8 four-product lanes
+The kernel works on a *group*: 16 consecutive outputs (weight rows) side by side, one output
+per 32-bit lane of a 16-lane vector (int8_kernel.py's layout). For one weight block b of a
+group, chunk t of its codes is 64 bytes: lane l holds four consecutive codes of output l,
+unsigned (q8_0's c + 128, q4's nibbles). One activation row brings four int8 values per chunk,
+the same four for every lane. So the operation everything rests on is
 
-    v_b[l] = c_4l q_4l + c_4l+1 q_4l+1 + c_4l+2 q_4l+2 + c_4l+3 q_4l+3     l = 0..7
+    dot4(acc, codes, x, at):  acc[l] += sum_k codes[4l + k] * x[at + k]     k = 0..3, l = 0..15
 
-each an exact int32 (|v| <= 4 * 128 * 127), taken to float32 exactly, then fused into the
-row's accumulators with the block's scales (kernels.py's `fma`). The integer sums are exact
-whatever instruction computes them, so the three forms below give the same bits:
+an exact int32 per lane (|sum| <= 4 * 255 * 127), whatever instruction computes it:
 
-- "vnni": each v_b is one 256-bit `vpdpbusd` (unsigned codes times signed activations, four
-  products a lane). q8_0 / q4_0 codes are signed, so they go in as |c| with the activation's
-  sign flipped where c < 0 (and zeroed where c = 0), as llama.cpp does: the same products.
-- "vnni512": one 512-bit `vpdpbusd` makes two blocks' lanes (block b's 8, then b + 1's 8),
-  so one 16-lane fma updates the even- and odd-block accumulators together. Its codes are
-  always unsigned (q8_0's c + 128, q4_0's nibble c + 8, q4_1's nibble), each lane started from
-  -128 / -8 / 0 times its four activations' sum (int8_kernel.lane_corrections_kernel), so
-  sum (c + k) x - k sum x = sum c x: the same integers, no sign flipped per block. Every
-  operand a row brings (codes, pair scales, corrections) sits at the same byte offset of its
-  own array, so a tile's rows share one index register each.
-- "portable": LLVM's generic form of the same lanes (16-bit products, summed four a lane).
+- "vnni512": one 512-bit `vpdpbusd` with the four activations broadcast to every lane;
+- "vnni": two 256-bit `vpdpbusd` (AVX-VNNI, or AVX-512 VNNI with VL), lanes 0..7 and 8..15;
+- "portable": LLVM's generic form (16-bit products, summed four a lane).
 
-Weight layout (blocks.py): a block's codes are contiguous, q8_0's 32 int8, q4's 16 bytes with
-c_0..c_15 in the low nibbles and c_16..c_31 in the high ones; the float16 scales are apart, in
-`d16` / `m16` [out, nb]. Loads are unaligned (align=1) byte loads of whole blocks, so a block
-never needs a particular address; the scales' float32 buffers sit on cache lines (blocks.ALIGN).
+The three give the same integers, so the same bits (tests/forward/test_int8_kernel.py).
+The float steps (convert, scale, fma, add) are plain 16-lane LLVM operations, the same in
+every form; LLVM splits them into two 256-bit halves where the CPU has no 512-bit vectors.
 """
 
 from __future__ import annotations
@@ -45,16 +37,19 @@ def _vec(dtype_name: str, n: int):
 def block_ops(form: str) -> dict[str, object]:
     """The numba intrinsics the kernel is written in, for lanes `form`:
 
-    - `codes_q8(a, i)` / `codes_q4_0(a, i)` / `codes_q4_1(a, i)`: one block's 32 weight codes
-      c_0..c_31 as a vector of int8 (q4: the 16 bytes at a[i], low nibbles then high nibbles,
-      minus 8 for q4_0; q8_0: the 32 int8 codes at a[i]);
-    - `dot_signed(c, b, j)` / `dot_unsigned(c, b, j)`: the 8 exact four-product lanes v[l]
-      of codes c (signed: q8_0 / q4_0; unsigned 0..15: q4_1) with the int8 b[j .. j + 31], as
-      8 float32;
-    - `splat(x)`, `zeros()`, `add(a, b)`: 8 float32 lanes;
-    - `prefetch(a, i)`, `halves16(a, i)`, `store16(a, i, v)`: the cache-line hint, 16 float16
-      scales to float32, 16 float32 stored (the scales' buffers of one output);
-    - with `form` "vnni512", `_wide_ops`'s two-block forms as well.
+    - `codes_raw(a, off)`: the 64 bytes at byte `off` of a uint8 array (a q8_0 chunk, its
+      codes stored plus 128);
+    - `codes_low(a, off)` / `codes_high(a, off)`: the low / high nibbles of the 64 bytes at
+      `off` as 64 bytes 0..15 (a q4 chunk pair: the low nibbles are chunk t, the high ones
+      chunk t + 4, as ggml pairs element j with j + 16 in one byte);
+    - `dot4(acc, codes, x, at)`: the module docstring's operation, x an int8 array;
+    - `isplat(n)`, `izero()`, `iadd(a, b)`, `tofloat(a)`: 16 int32 lanes: n in every lane,
+      zeros, the lane sums, each lane's float32 (exact: |a| < 2^24 here);
+    - `fsplat(x)`, `fzero()`, `fmul(a, b)`, `fadd(a, b)`: 16 float32 lanes, rounded as the
+      scalar operations round;
+    - `halves(a, i)`: a[i .. i + 15] (uint16 float16 bit patterns) as 16 float32, exact;
+    - `store(a, i, v)`: a[i .. i + 15] = v (a float32 array);
+    - `prefetch(a, off)`: a hint to bring the cache line at byte `off` of a byte array in.
 
     Made afresh on every call (numba intrinsics, each one's codegen the LLVM IR it emits); the
     driver (int8_kernel.block_ops) keeps one set per form."""
@@ -62,325 +57,200 @@ def block_ops(form: str) -> dict[str, object]:
     from numba.core import cgutils, types
     from numba.extending import intrinsic
 
-    lanes, codes_type = _vec("float32", 8), _vec("int8", 32)
+    floats, ints, codes_type = _vec("float32", 16), _vec("int32", 16), _vec("int8", 64)
     i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
-    v32i8, v8i32 = ir.VectorType(i8, 32), ir.VectorType(i32, 8)
-    v8f = ir.VectorType(ir.FloatType(), 8)
+    v64i8, v16i32 = ir.VectorType(i8, 64), ir.VectorType(i32, 16)
+    v16f = ir.VectorType(ir.FloatType(), 16)
+    every_lane = ir.Constant(v16i32, [0] * 16)
 
-    def byte_array(x):
+    def array_of(x, *dtypes) -> bool:
         return (isinstance(x, types.Array) and x.ndim == 1 and x.layout in "CA"
-                and x.dtype in (types.int8, types.uint8))
+                and x.dtype in dtypes)
 
-    def load(context, builder, arr_type, arr, idx, n):
+    def byte_pointer(context, builder, arr_type, arr, off):
         ary = context.make_array(arr_type)(context, builder, arr)
-        ptr = builder.gep(ary.data, [idx], inbounds=True)
-        return builder.load(builder.bitcast(ptr, ir.VectorType(i8, n).as_pointer()), align=1)
+        return builder.gep(builder.bitcast(ary.data, i8.as_pointer()), [off], inbounds=True)
 
-    def make_codes(offset: int | None):
-        @intrinsic
-        def codes(typingctx, a, i):
-            if not byte_array(a) or not isinstance(i, types.Integer):
-                return None
+    def load64(context, builder, sig, args):
+        ptr = byte_pointer(context, builder, sig.args[0], args[0], args[1])
+        return builder.load(builder.bitcast(ptr, v64i8.as_pointer()), align=1)
 
-            def codegen(context, builder, sig, args):
-                if offset is None:
-                    return load(context, builder, sig.args[0], args[0], args[1], 32)
-                v = load(context, builder, sig.args[0], args[0], args[1], 16)
-                lo = builder.and_(v, ir.Constant(ir.VectorType(i8, 16), [15] * 16))
-                hi = builder.lshr(v, ir.Constant(ir.VectorType(i8, 16), [4] * 16))
-                w = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 32),
-                                                               list(range(32))))
-                if offset:
-                    w = builder.sub(w, ir.Constant(v32i8, [offset] * 32))
-                return w
-
-            return codes_type(a, i), codegen
-
-        return codes
-
-    def four_product_lanes(builder, unsigned_a, signed_b):
-        """v[l] = sum_k a[4l+k] * b[4l+k], a unsigned 0..128 (as i8 bits), b signed."""
-        if form in ("vnni", "vnni512"):
-            fnty = ir.FunctionType(v8i32, [v8i32] * 3)
-            fn = cgutils.get_or_insert_function(builder.module, fnty,
-                                                "llvm.x86.avx512.vpdpbusd.256")
-            return builder.call(fn, [ir.Constant(v8i32, None), builder.bitcast(unsigned_a, v8i32),
-                                     builder.bitcast(signed_b, v8i32)])
-        x = builder.zext(unsigned_a, ir.VectorType(i16, 32))
-        y = builder.sext(signed_b, ir.VectorType(i16, 32))
-        p = builder.sext(builder.mul(x, y), ir.VectorType(i32, 32))  # |a b| <= 128 * 127
-        total = None
-        for k in range(4):
-            part = builder.shuffle_vector(p, p, ir.Constant(v8i32, list(range(k, 32, 4))))
-            total = part if total is None else builder.add(total, part)
-        return total
-
-    def make_dot(signed: bool):
-        @intrinsic
-        def dot(typingctx, c, b, j):
-            if c != codes_type or not byte_array(b) or not isinstance(j, types.Integer):
-                return None
-
-            def codegen(context, builder, sig, args):
-                w = args[0]
-                y = load(context, builder, sig.args[1], args[1], args[2], 32)
-                if signed:  # |c| times (b with c's sign): the same products, a unsigned
-                    zero = ir.Constant(v32i8, None)
-                    negative = builder.icmp_signed("<", w, zero)
-                    w_abs = builder.select(negative, builder.neg(w), w)
-                    y = builder.select(negative, builder.neg(y), y)
-                    y = builder.select(builder.icmp_signed("==", w, zero), zero, y)
-                    w = w_abs
-                return builder.sitofp(four_product_lanes(builder, w, y), v8f)
-
-            return lanes(c, b, j), codegen
-
-        return dot
+    def splat(builder, value, vector):
+        one = builder.insert_element(ir.Constant(vector, None), value, i32(0))
+        return builder.shuffle_vector(one, one, every_lane)
 
     @intrinsic
-    def splat(typingctx, x):
+    def codes_raw(typingctx, a, off):
+        if not array_of(a, types.uint8) or not isinstance(off, types.Integer):
+            return None
+        return codes_type(a, off), load64
+
+    def make_nibbles(high: bool):
+        @intrinsic
+        def nibbles(typingctx, a, off):
+            if not array_of(a, types.uint8) or not isinstance(off, types.Integer):
+                return None
+
+            def codegen(context, builder, sig, args):
+                v = load64(context, builder, sig, args)
+                if high:
+                    v = builder.lshr(v, ir.Constant(v64i8, [4] * 64))
+                return builder.and_(v, ir.Constant(v64i8, [15] * 64))
+
+            return codes_type(a, off), codegen
+
+        return nibbles
+
+    def four_products(builder, acc, codes, x4):
+        """acc + each lane's four products of unsigned `codes` and the signed bytes of x4."""
+        if form == "vnni512":
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(v16i32, [v16i32] * 3),
+                "llvm.x86.avx512.vpdpbusd.512")
+            return builder.call(fn, [acc, builder.bitcast(codes, v16i32), x4])
+        if form == "vnni":
+            v8i32 = ir.VectorType(i32, 8)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(v8i32, [v8i32] * 3),
+                "llvm.x86.avx512.vpdpbusd.256")
+            words = builder.bitcast(codes, v16i32)
+            halves = []
+            for lo in (0, 8):
+                pick = ir.Constant(v8i32, list(range(lo, lo + 8)))
+                halves.append(builder.call(fn, [builder.shuffle_vector(acc, acc, pick),
+                                                builder.shuffle_vector(words, words, pick),
+                                                builder.shuffle_vector(x4, x4, pick)]))
+            return builder.shuffle_vector(halves[0], halves[1],
+                                          ir.Constant(v16i32, list(range(16))))
+        a = builder.zext(codes, ir.VectorType(i16, 64))
+        b = builder.sext(builder.bitcast(x4, v64i8), ir.VectorType(i16, 64))
+        products = builder.sext(builder.mul(a, b), ir.VectorType(i32, 64))  # |a b| <= 255 * 128
+        total = acc
+        for k in range(4):
+            pick = ir.Constant(v16i32, list(range(k, 64, 4)))
+            total = builder.add(total, builder.shuffle_vector(products, products, pick))
+        return total
+
+    @intrinsic
+    def dot4(typingctx, acc, c, x, at):
+        if (acc != ints or c != codes_type or not array_of(x, types.int8)
+                or not isinstance(at, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ptr = byte_pointer(context, builder, sig.args[2], args[2], args[3])
+            word = builder.load(builder.bitcast(ptr, i32.as_pointer()), align=1)
+            return four_products(builder, args[0], args[1], splat(builder, word, v16i32))
+
+        return ints(acc, c, x, at), codegen
+
+    @intrinsic
+    def isplat(typingctx, n):
+        if not isinstance(n, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            value = args[0]
+            if value.type.width > 32:
+                value = builder.trunc(value, i32)
+            elif value.type.width < 32:
+                value = (builder.sext if sig.args[0].signed else builder.zext)(value, i32)
+            return splat(builder, value, v16i32)
+
+        return ints(n), codegen
+
+    def constant(vector, type_):
+        @intrinsic
+        def zero(typingctx):
+            def codegen(context, builder, sig, args):
+                return ir.Constant(vector, None)
+
+            return type_(), codegen
+
+        return zero
+
+    def binary(type_, make):
+        @intrinsic
+        def op(typingctx, a, b):
+            if a != type_ or b != type_:
+                return None
+
+            def codegen(context, builder, sig, args):
+                return make(builder)(args[0], args[1])
+
+            return type_(a, b), codegen
+
+        return op
+
+    @intrinsic
+    def tofloat(typingctx, a):
+        if a != ints:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.sitofp(args[0], v16f)
+
+        return floats(a), codegen
+
+    @intrinsic
+    def fsplat(typingctx, x):
         if x != types.float32:
             return None
 
         def codegen(context, builder, sig, args):
-            v = builder.insert_element(ir.Constant(v8f, None), args[0], ir.Constant(i32, 0))
-            return builder.shuffle_vector(v, v, ir.Constant(v8i32, [0] * 8))
+            return splat(builder, args[0], v16f)
 
-        return lanes(x), codegen
-
-    @intrinsic
-    def zeros(typingctx):
-        def codegen(context, builder, sig, args):
-            return ir.Constant(v8f, None)
-
-        return lanes(), codegen
+        return floats(x), codegen
 
     @intrinsic
-    def add(typingctx, a, b):
-        if a != lanes or b != lanes:
+    def halves(typingctx, a, i):
+        if not array_of(a, types.uint16) or not isinstance(i, types.Integer):
             return None
 
         def codegen(context, builder, sig, args):
-            return builder.fadd(args[0], args[1])
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            vector = ir.VectorType(ir.HalfType(), 16)
+            return builder.fpext(builder.load(builder.bitcast(ptr, vector.as_pointer()),
+                                              align=2), v16f)
 
-        return lanes(a, b), codegen
+        return floats(a, i), codegen
 
     @intrinsic
-    def prefetch(typingctx, a, i):
-        """A hint to bring the cache line of the byte array's a[i] in (`llvm.prefetch`); it
-        reads nothing into a value and cannot fault."""
-        if not byte_array(a) or not isinstance(i, types.Integer):
+    def store(typingctx, a, i, v):
+        if not array_of(a, types.float32) or not isinstance(i, types.Integer) or v != floats:
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            builder.store(args[2], builder.bitcast(ptr, v16f.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return types.none(a, i, v), codegen
+
+    @intrinsic
+    def prefetch(typingctx, a, off):
+        """A hint to bring the cache line at byte `off` of a byte array in (`llvm.prefetch`);
+        it reads nothing into a value and cannot fault."""
+        if not array_of(a, types.uint8) or not isinstance(off, types.Integer):
             return None
 
         def codegen(context, builder, sig, args):
             ary = context.make_array(sig.args[0])(context, builder, args[0])
             ptr = builder.gep(ary.data, [args[1]], inbounds=False)
-            i8p = ir.IntType(8).as_pointer()
-            fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+            i8p = i8.as_pointer()
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                "llvm.prefetch.p0")
             builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
             return context.get_dummy_value()
 
-        return types.none(a, i), codegen
+        return types.none(a, off), codegen
 
-    lanes16 = _vec("float32", 16)
-
-    @intrinsic
-    def halves16(typingctx, a, i):
-        """a[i .. i + 15] (uint16 float16 bit patterns) as 16 float32 (exact; F16C's vcvtph2ps
-        where the CPU has it)."""
-        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.uint16
-                and isinstance(i, types.Integer)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ary = context.make_array(sig.args[0])(context, builder, args[0])
-            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
-            v = builder.load(builder.bitcast(ptr, ir.VectorType(ir.HalfType(), 16).as_pointer()),
-                             align=2)
-            return builder.fpext(v, ir.VectorType(ir.FloatType(), 16))
-
-        return lanes16(a, i), codegen
-
-    @intrinsic
-    def store16(typingctx, a, i, v):
-        """a[i .. i + 15] = v (float32 lanes)."""
-        if not (isinstance(a, types.Array) and a.ndim == 1 and a.dtype == types.float32
-                and isinstance(i, types.Integer) and v == lanes16):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ary = context.make_array(sig.args[0])(context, builder, args[0])
-            ptr = builder.gep(ary.data, [args[1]], inbounds=True)
-            builder.store(args[2], builder.bitcast(ptr, args[2].type.as_pointer()), align=4)
-            return context.get_dummy_value()
-
-        return types.none(a, i, v), codegen
-
-    wide = _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) if form == "vnni512" else {}
-    return dict(**wide, prefetch=prefetch, halves16=halves16, store16=store16,
-                codes_q8=make_codes(None), codes_q4_0=make_codes(8), codes_q4_1=make_codes(0),
-                dot_signed=make_dot(True), dot_unsigned=make_dot(False),
-                splat=splat, zeros=zeros, add=add)
-
-
-def _wide_ops(intrinsic, ir, cgutils, types, byte_array, load) -> dict[str, object]:
-    """The 512-bit forms, two blocks at once, for `block_ops("vnni512")`. Every operand a row
-    brings (its codes, its pair scales `dxx`, its lane corrections) sits at the same byte
-    offset of its own array (a row is n_in bytes of each: pair_scales_kernel), so a tile's rows
-    share one index register per row:
-
-    - `codes2_q8(a, i)` / `codes2_q4(a, i)`: blocks b and b + 1 as 64 unsigned codes: q8_0's
-      c + 128 (its bits with the sign bit flipped), q4's nibbles 0..15 (low then high nibbles
-      of each block, q4_0's as q4_1's: its - 8 is in the correction);
-    - `dot2(c, b, off, corr)`: 16 exact lanes, block b's 8 then block b + 1's 8, each lane the
-      four products of `dot_*` in the 256-bit form: one `vpdpbusd` of the unsigned codes and
-      the int8 b[off .. off + 63], started from the lanes' correction at corr's byte `off`
-      (-128 or -8 times the lane's activation sum, lane_corrections_kernel; 0 for q4_1, whose
-      codes are the values), so sum (c + 128) x - 128 sum x = sum c x: the same integers;
-    - `pair_at(s, i)`: 8 lanes of s[i], 8 of s[i + 1] (float32 array);
-    - `vload_at(a, off)`: 16 float32 at byte `off` of a float32 array;
-    - `vload8(a, i)`: a[i .. i + 7] of a float32 array; `lane8(v, i)`: lane i of 8;
-    - `zeros16()`, `mul16(a, b)`, and `low / high(v)`: a 16-lane vector's halves. A 16-lane
-      accumulator is then the even and odd accumulators side by side: the same lanes, the
-      same fma per lane, so the same bits."""
-    i8, i32 = ir.IntType(8), ir.IntType(32)
-    v64i8, v16i32 = ir.VectorType(i8, 64), ir.VectorType(i32, 16)
-    v16f = ir.VectorType(ir.FloatType(), 16)
-    lanes16, lanes8, codes64 = _vec("float32", 16), _vec("float32", 8), _vec("int8", 64)
-
-    def f32_array(x):
-        return isinstance(x, types.Array) and x.ndim == 1 and x.dtype == types.float32
-
-    def at_byte(context, builder, arr_type, arr, off, vector):
-        ary = context.make_array(arr_type)(context, builder, arr)
-        base = builder.bitcast(ary.data, i8.as_pointer())
-        ptr = builder.gep(base, [off], inbounds=True)
-        return builder.load(builder.bitcast(ptr, vector.as_pointer()), align=1)
-
-    def floats_at(context, builder, arr_type, arr, i, n):  # arr[i .. i + n - 1], float32
-        ary = context.make_array(arr_type)(context, builder, arr)
-        ptr = builder.gep(ary.data, [i], inbounds=True)
-        vector = ir.VectorType(ir.FloatType(), n)
-        return builder.load(builder.bitcast(ptr, vector.as_pointer()), align=4)
-
-    def make_codes(q8: bool):
-        @intrinsic
-        def codes2(typingctx, a, i):
-            if not byte_array(a) or not isinstance(i, types.Integer):
-                return None
-
-            def codegen(context, builder, sig, args):
-                if q8:
-                    v = load(context, builder, sig.args[0], args[0], args[1], 64)
-                    return builder.xor(v, ir.Constant(v64i8, [-128] * 64))
-                v = load(context, builder, sig.args[0], args[0], args[1], 32)
-                lo = builder.and_(v, ir.Constant(ir.VectorType(i8, 32), [15] * 32))
-                hi = builder.lshr(v, ir.Constant(ir.VectorType(i8, 32), [4] * 32))
-                order = (list(range(0, 16)) + list(range(32, 48)) + list(range(16, 32))
-                         + list(range(48, 64)))
-                return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 64), order))
-
-            return codes64(a, i), codegen
-
-        return codes2
-
-    def make_dot(corrected: bool):
-        @intrinsic
-        def dot2(typingctx, c, b, off, corr):
-            if (c != codes64 or not byte_array(b) or not isinstance(off, types.Integer)
-                    or not (isinstance(corr, types.Array) and corr.dtype == types.int32)):
-                return None
-
-            def codegen(context, builder, sig, args):
-                y = load(context, builder, sig.args[1], args[1], args[2], 64)
-                start = (at_byte(context, builder, sig.args[3], args[3], args[2], v16i32)
-                         if corrected else ir.Constant(v16i32, None))
-                fnty = ir.FunctionType(v16i32, [v16i32] * 3)
-                fn = cgutils.get_or_insert_function(builder.module, fnty,
-                                                    "llvm.x86.avx512.vpdpbusd.512")
-                v = builder.call(fn, [start, builder.bitcast(args[0], v16i32),
-                                      builder.bitcast(y, v16i32)])
-                return builder.sitofp(v, v16f)
-
-            return lanes16(c, b, off, corr), codegen
-
-        return dot2
-
-    @intrinsic
-    def pair_at(typingctx, s, i):
-        if not f32_array(s) or not isinstance(i, types.Integer):
-            return None
-
-        def codegen(context, builder, sig, args):
-            two = floats_at(context, builder, sig.args[0], args[0], args[1], 2)
-            return builder.shuffle_vector(two, two, ir.Constant(v16i32, [0] * 8 + [1] * 8))
-
-        return lanes16(s, i), codegen
-
-    @intrinsic
-    def vload_at(typingctx, a, off):
-        if not f32_array(a) or not isinstance(off, types.Integer):
-            return None
-
-        def codegen(context, builder, sig, args):
-            return at_byte(context, builder, sig.args[0], args[0], args[1], v16f)
-
-        return lanes16(a, off), codegen
-
-    @intrinsic
-    def mul16(typingctx, a, b):
-        if a != lanes16 or b != lanes16:
-            return None
-
-        def codegen(context, builder, sig, args):
-            return builder.fmul(args[0], args[1])
-
-        return lanes16(a, b), codegen
-
-    @intrinsic
-    def zeros16(typingctx):
-        def codegen(context, builder, sig, args):
-            return ir.Constant(v16f, None)
-
-        return lanes16(), codegen
-
-    def make_half(start: int):
-        @intrinsic
-        def half(typingctx, v):
-            if v != lanes16:
-                return None
-
-            def codegen(context, builder, sig, args):
-                mask = ir.Constant(ir.VectorType(i32, 8), list(range(start, start + 8)))
-                return builder.shuffle_vector(args[0], args[0], mask)
-
-            return lanes8(v), codegen
-
-        return half
-
-    @intrinsic
-    def vload8(typingctx, a, i):
-        if not f32_array(a) or not isinstance(i, types.Integer):
-            return None
-
-        def codegen(context, builder, sig, args):
-            return floats_at(context, builder, sig.args[0], args[0], args[1], 8)
-
-        return lanes8(a, i), codegen
-
-    @intrinsic
-    def lane8(typingctx, v, i):
-        if v != lanes8 or not isinstance(i, types.Integer):
-            return None
-
-        def codegen(context, builder, sig, args):
-            return builder.extract_element(args[0], args[1])
-
-        return types.float32(v, i), codegen
-
-    return dict(codes2_q8=make_codes(True), codes2_q4=make_codes(False),
-                dot2_corrected=make_dot(True), dot2_plain=make_dot(False), pair_at=pair_at,
-                vload_at=vload_at, zeros16=zeros16, mul16=mul16, vload8=vload8, lane8=lane8,
-                low=make_half(0), high=make_half(8))
-
+    return dict(codes_raw=codes_raw, codes_low=make_nibbles(False),
+                codes_high=make_nibbles(True), dot4=dot4, isplat=isplat,
+                izero=constant(v16i32, ints), iadd=binary(ints, lambda b: b.add),
+                tofloat=tofloat, fsplat=fsplat, fzero=constant(v16f, floats),
+                fmul=binary(floats, lambda b: b.fmul), fadd=binary(floats, lambda b: b.fadd),
+                halves=halves, store=store, prefetch=prefetch)

@@ -15,36 +15,39 @@ a scheme of the Q8_0 / Q8_1 kind, in float32:
 
 Then for row r and output o, with the weight block b holding codes c_j and scales dw (, mw):
 
-    v_b[l] = c_4l q_4l + c_4l+1 q_4l+1 + c_4l+2 q_4l+2 + c_4l+3 q_4l+3     l = 0..7
-             an exact int32, taken to float32 exactly (|v| <= 4 * 128 * 127)
-             (q8_0: c = q; q4_0: c = nibble - 8; q4_1: c = nibble)
-    even blocks b = 0, 2, ..:  e[l] = fma(v_b[l], dw_b * dx_b, e[l])     in order of b
-    odd blocks  b = 1, 3, ..:  o[l] = fma(v_b[l], dw_b * dx_b, o[l])     in order of b
-    m (q4_1; 0 otherwise): 16 lanes m[j] = fma(mw_b, sx_b, m[j]) over b = j, j + 16, .. for
-      the whole groups of 16 blocks, tree(m), then m = fma(mw_b, sx_b, m) for the last nb % 16
-      blocks in order
-    y = tree(e + o) + m      tree: halve the 8 lanes and add the halves lane by lane, to one
-    all in float32 (fma rounds once), from e = o = 0.
+    v_b = sum_j c_j q_j     an exact int32, taken to float32 exactly (|v_b| <= 32 * 128 * 127)
+          (q8_0: c = q; q4_0: c = nibble - 8; q4_1: c = nibble)
+    acc = fma(v_b, dw_b * dx_b, acc)       for b = 0, 1, .., nb - 1 in order, from acc = 0
+    m   = fma(mw_b, sx_b, m)               likewise (q4_1; m = 0 otherwise)
+    y   = acc + m
+    all in float32 (dw_b * dx_b rounded to float32, fma rounded once).
 
 The integer sums are exact whatever instruction computes them, and the float steps run in one
 fixed order per (row, output), compiled without fastmath; nothing of one row enters another
 row's result. So a row's bits do not depend on the batch: a verify of 8 rows gives, row for
 row, what 8 steps give (tests/forward/test_int8_kernel.py proves it for 1..16 rows), and they
-do not depend on the machine either: with AVX-VNNI each v_b is one 256-bit `vpdpbusd`, with
-AVX-512 VNNI one 512-bit `vpdpbusd` makes two blocks' lanes, and elsewhere LLVM's portable form
-computes the same four-product lanes (`lanes_form()` says which; int8_ir.py says how each
-form gets the same integers; the three are compared bit for bit in the tests).
+do not depend on the machine either: with AVX-512 VNNI a 512-bit `vpdpbusd` computes four
+products for 16 outputs at once, with AVX-VNNI two 256-bit ones, and elsewhere LLVM's portable
+form computes the same integers (`lanes_form()` says which; int8_ir.py says how; the three are
+compared bit for bit in the tests).
+
+The weights are laid out for that at load (`grouped`): outputs in groups of GROUP = 16, a
+group's blocks one after another, and in each block the 16 outputs' codes interleaved four at
+a time (llama.cpp repacks its Q4_0 weights the same way for its own kernels), so one 64-byte
+load brings four codes of each of 16 outputs, a block's 16 scales are one load, and a
+group's bytes are one contiguous run. q8_0 codes are stored plus 128 (unsigned, as the
+instruction needs); q4 nibbles stay as the file has them. The outputs past the last whole
+group keep the file's rows and go one at a time, by the same formula.
 
 Against the float path (the weight dequantised, times the unquantised row) the only new error is
 the activation's rounding, at most dx_b / 2 per element: |Y_int - Y_float| is bounded by
 `error_bound` (that per-block sum, plus float32 rounding that grows with the row's length).
 
-How it runs: outputs are split into tasks of TASK_OUTS over threads, a parallel product's tasks
-in a few contiguous spans a thread (spans_kernel); within a task, each output's rows go by
-tiles that share each weight block's load while it sits in registers, up to eight rows in the
-512-bit form and four in the others (int8_source.py says why). What every product needs once
-per call, not once per weight row, is made here before the range runs: the pair scales
-(`pair_scales_kernel`) and lane corrections (`lane_corrections_kernel`) of the 512-bit form.
+How it runs: the groups are split over threads, a parallel product's groups in a few
+contiguous spans a thread (spans_kernel); within a group, the rows go by tiles of up to 8 that
+share each block's codes while they sit in registers (int8_source.py says why). What every
+product needs once per call, not once per group, is made here before the range runs: each
+row's block corrections (`block_corrections_kernel`) for the codes stored unsigned.
 
 The compiled kernels' on-disk names change with every edit of the files kernel_cache.SOURCES
 lists, this driver and both generators among them: an edit to the generated code renames every
@@ -59,17 +62,17 @@ from collections.abc import Callable
 import numpy as np
 
 from onebit.models import int8_ir, int8_source, kernel_cache, kernels
-from onebit.models.blocks import ALIGN, BLOCK, BlockWeight, aligned_empty
+from onebit.models.blocks import BLOCK, BlockWeight, aligned_empty
 
-# outputs per parallel task (a weight row's scales are decoded once per task per output)
-TASK_OUTS = 16
+# outputs per group: the 16 lanes of one vector (int8_ir.py), and one parallel task
+GROUP = 16
 # contiguous spans of tasks a parallel product makes per thread (spans_kernel): a few, so a
 # thread that started late can still take another, and few calls
 SPANS_PER_THREAD = 4
 KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2}
-# how many outputs ahead a task prefetches its weight rows (a row is 288 bytes of q4_1 codes
-# for a 576-wide input: from memory, the hardware prefetcher alone leaves the kernel waiting)
-PREFETCH_AHEAD = 2
+# how many bytes ahead of the block it multiplies a tile asks for its group's codes (from
+# memory, a decode step's weights arrive late without it: docs/forward.md)
+PREFETCH_AHEAD = 1024
 #: `ONEBIT_INT8_LANES=portable` compiles the portable lanes even on a VNNI machine (the same
 #: bits; for comparing the two forms and for machines whose VNNI the compiler mis-detects).
 LANES_ENV = "ONEBIT_INT8_LANES"
@@ -195,43 +198,28 @@ def quantize_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def _range_kernel(kind: int, form: str) -> Callable:
     """The compiled `product_range` for weights of `kind` (KIND_IDS) in lanes `form`: it binds
-    int8_source's range function to `form`'s operations (int8_ir) and to this kind's (its codes'
-    decoder, its dot, WITH_MIN for q4_1's min term). One per (kind, form), shared by the serial
-    and the parallel product and by the fused stack: the range is the costly compile (8-15 s
-    on two cores), and before it was shared the parallel product compiled a second copy of the
-    very code the serial one had."""
+    int8_source's range function for this kind to `form`'s operations (int8_ir). One per (kind,
+    form), shared by the serial and the parallel product and by the fused stack."""
     key = ("range", kind, form)
     got = _compiled.get(key)
     if got is not None:
         return got
-    ops = block_ops(form)
-    parts = kernels._tiled_intrinsics()
-    namespace = dict(
-        load_codes=ops[("codes_q8", "codes_q4_0", "codes_q4_1")[kind]],
-        dot=ops["dot_unsigned" if kind == 2 else "dot_signed"],
-        splat=ops["splat"], zeros=ops["zeros"], add=ops["add"],
-        fma=parts["fma"], vsum=parts["vsum"], vload=parts["vload"], vzero=parts["vzero"])
+    name = ("q8_0", "q4_0", "q4_1")[kind]
+    namespace = dict(block_ops(form), fma=kernels._tiled_intrinsics()["fma"])
     # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
-    namespace.update(__name__=__name__, np=np, TASK_OUTS=TASK_OUTS, ALIGN=ALIGN,
-                     WITH_MIN=kind == 2, AHEAD=PREFETCH_AHEAD, prefetch=ops["prefetch"],
-                     halves16=ops["halves16"], store16=ops["store16"])
-    if form == "vnni512":
-        namespace.update(
-            load_codes2=ops["codes2_q8" if kind == 0 else "codes2_q4"],
-            dot2=ops["dot2_plain" if kind == 2 else "dot2_corrected"],
-            **{name: ops[name] for name in ("pair_at", "vload_at", "zeros16", "low", "high",
-                                           "mul16", "vload8", "lane8")})
-    exec(int8_source.range_source(form == "vnni512"), namespace)  # noqa: S102 - our own template, no outside input
+    namespace.update(__name__=__name__, np=np, GROUP=GROUP, WITH_MIN=kind == 2,
+                     OFFSET=8 if kind == 1 else 0, AHEAD=PREFETCH_AHEAD)
+    exec(int8_source.range_source(name), namespace)  # noqa: S102 - our own template, no outside input
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
     got = _compiled[key] = kernel_cache.jit(namespace["product_range"], key, nogil=True)
     return got
 
 
 def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Callable:
-    """The compiled `product(codes, d16, m16, table, xq, dx, sx, out)` for weights of `kind`
-    (KIND_IDS): out[r, o] by the module docstring's formula. It wraps the range of this kind
-    and form (`_range_kernel`): the per-call operands (pair scales, lane corrections), then one
-    call for all tasks, or with `parallel` one call per span of tasks over numba's threads.
+    """The compiled `product(codes, d16, m16, table, xq, dx, sx, out)` for grouped weights of
+    `kind` (KIND_IDS, `grouped`): out[r, o] by the module docstring's formula. It wraps the
+    range of this kind and form (`_range_kernel`): the rows' block corrections, then one call
+    for all groups, or with `parallel` one call per span of groups over numba's threads.
     Cached per (kind, parallel, form)."""
     form = form or lanes_form()
     key = ("product", kind, parallel, form)
@@ -241,31 +229,28 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
     from numba import njit, prange
 
     tasks_of = njit(inline="always")(tasks)
-    pairs_of = pair_scales_kernel()
     ranged = _range_kernel(kind, form)
-    corrections = lane_corrections_kernel()
-    factor = correction_factor(kind, form)
+    corrections = block_corrections_kernel()
+    factor = correction_factor(kind)
 
     if parallel:
         spans = spans_kernel()
 
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
-            dxx = pairs_of(dx)
             corr = corrections(xq, dx, factor)
             n_t = tasks_of(d16.shape[0])
             n_s = spans(n_t)
             for p in prange(n_s):
-                ranged(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, p * n_t // n_s,
+                ranged(codes, d16, m16, table, xq, dx, sx, corr, out, p * n_t // n_s,
                        (p + 1) * n_t // n_s)
 
         product = kernel_cache.jit(product, key, parallel=True)
     else:
         def product(codes, d16, m16, table, xq, dx, sx, out):  # pragma: no cover - compiled
-            # np.int64(0), not 0: a literal 0 types as Literal[int](0), and numba compiled the
-            # range a second time (8-12 s) beside the int64 one the stack and the parallel
-            # product call
-            ranged(codes, d16, m16, table, xq, dx, pairs_of(dx), sx,
-                   corrections(xq, dx, factor), out, np.int64(0), tasks_of(d16.shape[0]))
+            # np.int64(0), not 0: a literal 0 types as Literal[int](0), and numba would compile
+            # the range a second time beside the int64 one the stack and the parallel product call
+            ranged(codes, d16, m16, table, xq, dx, sx, corrections(xq, dx, factor), out,
+                   np.int64(0), tasks_of(d16.shape[0]))
 
         product = kernel_cache.jit(product, key, nogil=True)
 
@@ -273,64 +258,32 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
     return got
 
 
-def pair_scales_kernel() -> Callable:
-    """The compiled `pair_scales(dx [R, nb]) -> [R, nb * 8]`: each pair of blocks' scales as
-    the 512-bit form multiplies them in, 8 lanes of dx[r, 2p] then 8 of dx[r, 2p + 1] at
-    lanes 16p .. 16p + 15 (made once per product, not once per weight row and row). A row is
-    nb * 8 floats, n_in bytes: a pair's scales sit at the byte offset of its codes in xq."""
-    got = _compiled.get("pairs")
-    if got is None:
-        def pair_scales(dx):  # pragma: no cover - compiled
-            rows, nb = dx.shape
-            buf = np.zeros(rows * nb * 8 + ALIGN // 4, np.float32)
-            at = (-buf.ctypes.data) % ALIGN // 4  # rows on cache lines (blocks.ALIGN)
-            out = buf[at:at + rows * nb * 8].reshape((rows, nb * 8))
-            for r in range(rows):
-                for p in range(nb // 2):
-                    for lane in range(16):
-                        out[r, 16 * p + lane] = dx[r, 2 * p + lane // 8]
-            return out
-
-        pair_scales = kernel_cache.jit(pair_scales, (), nogil=True)
-
-        got = _compiled["pairs"] = pair_scales
-    return got
+def correction_factor(kind: int) -> int:
+    """What a row's block starts from, per activation sum: q8_0's codes are stored plus 128 and
+    q4_0's as nibbles (their value plus 8), so their blocks start at -128 and -8 times the
+    block's activation sum; 0 for q4_1, whose nibbles are the values."""
+    return (128, 8, 0)[kind]
 
 
-def correction_factor(kind: int, form: str) -> int:
-    """What the 512-bit form's lanes start from, per lane activation sum: q8_0's codes go in
-    plus 128 and q4_0's as nibbles (their value plus 8), so their lanes start at -128 and -8
-    times the lane's activation sum; 0 for q4_1 and for the other forms (no correction)."""
-    return (128, 8, 0)[kind] if form == "vnni512" else 0
-
-
-def lane_corrections_kernel() -> Callable:
-    """The compiled `lane_corrections(xq, dx [R, nb], factor) -> int32 [R, nb * 8]`: for
-    each pair of blocks p, 16 lanes (block 2p's 8, then 2p + 1's) of -factor times the sum of
-    the lane's four int8 activations, laid out as pair_scales' (made once per product). With
-    factor 0 (q4_1, whose lanes start at 0 and never read it) it is an empty [R, 0]: nothing
-    to fill on every product."""
+def block_corrections_kernel() -> Callable:
+    """The compiled `block_corrections(xq, dx [R, nb], factor) -> int32 [R, nb]`: -factor
+    times each row's block sum of int8 activations (made once per product). With factor 0
+    (q4_1, which never reads it) it is an empty [R, 0]: nothing to fill on every product."""
     got = _compiled.get("corrections")
     if got is None:
-        def lane_corrections(xq, dx, factor):  # pragma: no cover - compiled
+        def block_corrections(xq, dx, factor):  # pragma: no cover - compiled
             rows, nb = dx.shape
-            width = nb * 8 if factor else 0
-            buf = np.zeros(rows * width + ALIGN // 4, np.int32)
-            at = (-buf.ctypes.data) % ALIGN // 4  # rows on cache lines (blocks.ALIGN)
-            out = buf[at:at + rows * width].reshape((rows, width))
+            out = np.zeros((rows, nb if factor else 0), np.int32)
             if factor:
                 for r in range(rows):
-                    for p in range(nb // 2):
-                        for lane in range(16):
-                            at = r * nb * 32 + 64 * p + 4 * lane
-                            total = (np.int32(xq[at]) + np.int32(xq[at + 1])
-                                     + np.int32(xq[at + 2]) + np.int32(xq[at + 3]))
-                            out[r, 16 * p + lane] = -factor * total
+                    for b in range(nb):
+                        total = np.int32(0)
+                        for j in range(32):
+                            total += np.int32(xq[(r * nb + b) * 32 + j])
+                        out[r, b] = -factor * total
             return out
 
-        lane_corrections = kernel_cache.jit(lane_corrections, (), nogil=True)
-
-        got = _compiled["corrections"] = lane_corrections
+        got = _compiled["corrections"] = kernel_cache.jit(block_corrections, (), nogil=True)
     return got
 
 
@@ -364,8 +317,8 @@ def threads_kernel() -> Callable:
 
 
 def spans_kernel() -> Callable:
-    """The compiled, inlined `spans(n_tasks) -> n`: how many contiguous spans of tasks a
-    parallel product splits its tasks into, SPANS_PER_THREAD a thread (at most n_tasks); span
+    """The compiled, inlined `spans(n_tasks) -> n`: how many contiguous spans of tasks (groups)
+    a parallel product splits its tasks into, SPANS_PER_THREAD a thread (at most n_tasks); span
     p runs tasks p * n_tasks // n .. (p + 1) * n_tasks // n - 1. One call a span, not one a
     task: a call's set-up (its scale buffers, its views) cost more than a one-row task's
     work. Which thread computes an output never changes its bits."""
@@ -384,17 +337,58 @@ def spans_kernel() -> Callable:
 
 
 def tasks(n_out: int) -> int:
-    """How many tasks of TASK_OUTS outputs `n_out` outputs make."""
-    return (n_out + TASK_OUTS - 1) // TASK_OUTS
+    """How many tasks `n_out` outputs make: one a group of GROUP, the last one short."""
+    return (n_out + GROUP - 1) // GROUP
+
+
+def grouped_arrays(kind: str, codes: np.ndarray, d: np.ndarray,
+                   m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`(codes uint8, d, m)` of a block weight's arrays (BlockWeight's: `codes` [out, bytes] in
+    the file's rows, `d` / `m` [out, nb]) in the kernel's layout, each the same shape as given:
+    outputs in groups of GROUP, a group's blocks one after another, each block's codes four
+    bytes of each output in turn (int8_source.py), its scales the 16 outputs' side by side.
+    q8_0 codes are stored plus 128. The rows past the last whole group stay as they are
+    (q8_0's plus 128 too). The codes start on a cache line (blocks.ALIGN)."""
+    out, width = codes.shape
+    nb = d.shape[1]
+    step = width // nb if nb else 0
+    whole = out // GROUP * GROUP
+    raw = np.asarray(codes)
+    if kind == "q8_0":
+        raw = (raw.view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+    raw = raw.view(np.uint8)
+    packed = aligned_empty((out, width), np.uint8)
+    packed[whole:] = raw[whole:]
+    packed[:whole] = (raw[:whole].reshape(out // GROUP, GROUP, nb, step // 4, 4)
+                      .transpose(0, 2, 3, 1, 4).reshape(whole, width))
+
+    def scales(s: np.ndarray) -> np.ndarray:
+        if not s.size:
+            return np.ascontiguousarray(s)
+        result = np.array(s, dtype=s.dtype, order="C")
+        result[:whole] = (s[:whole].reshape(out // GROUP, GROUP, nb).transpose(0, 2, 1)
+                          .reshape(whole, nb))
+        return result
+
+    return packed, scales(np.asarray(d)), scales(np.asarray(m))
+
+
+def grouped(weight: BlockWeight) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`grouped_arrays` of `weight`, made on first use and kept with it."""
+    got = weight.__dict__.get("_grouped")
+    if got is None:
+        got = grouped_arrays(weight.kind, weight.codes, weight.d, weight.m)
+        object.__setattr__(weight, "_grouped", got)
+    return got
 
 
 def range_kernel(kind: str) -> Callable:
-    """The compiled `product_range(codes, d16, m16, table, xq, dx, dxx, sx, corr, out, t_lo,
-    t_hi)` (dxx: `pair_scales_kernel()(dx)`, corr: `lane_corrections_kernel()(xq, dx,
-    correction_factor(KIND_IDS[kind], lanes_form()))`) for
-    weights of `kind` ("q8_0" / "q4_0" / "q4_1"), in this process's lanes form: the outputs of
-    tasks t_lo .. t_hi - 1 (`tasks(n_out)` in all), for a compiled caller that splits the
-    tasks over threads itself (the fused stack)."""
+    """The compiled `product_range(codes, d16, m16, table, xq, dx, sx, corr, out, t_lo, t_hi)`
+    (the weight's arrays as `grouped_arrays` lays them out; corr: `block_corrections_kernel()(xq,
+    dx, correction_factor(KIND_IDS[kind]))`) for weights of `kind` ("q8_0" / "q4_0" /
+    "q4_1"), in this process's lanes form: the outputs of tasks t_lo .. t_hi - 1 (`tasks(n_out)`
+    in all), for a compiled caller that splits the tasks over threads itself (the fused
+    stack)."""
     return _range_kernel(KIND_IDS[kind], lanes_form())
 
 
@@ -413,8 +407,9 @@ def block_rows(weight: BlockWeight, rows: np.ndarray, *,
     result = np.empty((rows.shape[0], n_out), dtype=np.float32)
     if parallel is None:
         parallel = n_out * n_in >= kernels.PARALLEL_MIN_WEIGHTS
+    codes, d, m = grouped(weight)
     _product_kernel(KIND_IDS[weight.kind], parallel, form)(
-        weight.codes, weight.d, weight.m, f16_table(), xq, dx, sx, result)
+        codes, d, m, f16_table(), xq, dx, sx, result)
     return result.astype(rows.dtype, copy=False)
 
 

@@ -117,67 +117,51 @@ def _f32(value) -> np.float32:
 
 def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
     """The module docstring's formula for one (row, output), written out independently of the
-    kernel: exact integer lanes, fma as an exact product-sum rounded once (Fractions)."""
+    kernel: an exact integer per block, fma as an exact product-sum rounded once (Fractions),
+    the blocks in order, q4_1's min term in a chain of its own, then their sum."""
     from fractions import Fraction
+
+    def fma(a, b, c):
+        return _f32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
 
     xq, dx, sx = int8_kernel.quantize_rows(row[None])
     table = int8_kernel.f16_table()
     nb = weight.shape[1] // 32
-    even, odd = [np.float32(0)] * 8, [np.float32(0)] * 8
+    acc = m = np.float32(0)
     for b in range(nb):
         if weight.kind == "q8_0":
             c = weight.codes[o, b * 32:(b + 1) * 32].astype(np.int64)
         else:
             nib = weight.codes[o, b * 16:(b + 1) * 16].astype(np.int64)
             c = np.concatenate([nib & 15, nib >> 4]) - (8 if weight.kind == "q4_0" else 0)
-        q = xq[b * 32:(b + 1) * 32].astype(np.int64)
-        scale = np.float32(table[weight.d[o, b]] * dx[0, b])
-        acc = even if b % 2 == 0 else odd
-        for lane in range(8):
-            v = int((c[4 * lane:4 * lane + 4] * q[4 * lane:4 * lane + 4]).sum())
-            acc[lane] = _f32(Fraction(v) * Fraction(float(scale)) + Fraction(float(acc[lane])))
-    lanes = [np.float32(e + d) for e, d in zip(even, odd, strict=True)]
-    while len(lanes) > 1:
-        half = len(lanes) // 2
-        lanes = [np.float32(lanes[i] + lanes[i + half]) for i in range(half)]
-    m = np.float32(0)
-    if weight.kind == "q4_1":
-        def fma(a, b, c):
-            return _f32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
-
-        whole = nb - nb % 16
-        mins = [np.float32(0)] * 16
-        for b in range(whole):
-            mins[b % 16] = fma(table[weight.m[o, b]], sx[0, b], mins[b % 16])
-        while len(mins) > 1:
-            half = len(mins) // 2
-            mins = [np.float32(mins[i] + mins[i + half]) for i in range(half)]
-        m = mins[0]
-        for b in range(whole, nb):
+        v = int((c * xq[b * 32:(b + 1) * 32].astype(np.int64)).sum())
+        acc = fma(v, np.float32(table[weight.d[o, b]] * dx[0, b]), acc)
+        if weight.kind == "q4_1":
             m = fma(table[weight.m[o, b]], sx[0, b], m)
-    return np.float32(lanes[0] + m)
+    return np.float32(acc + m)
 
 
 @pytest.mark.parametrize("kind", SMOLLM2_KINDS)
 def test_kernel_computes_the_documented_formula(kind):
     """Every output equals, bit for bit, the module docstring's formula computed independently
-    (exact four-product lanes, even and odd block accumulators, fma rounded once, the halving
-    tree, q4_1's min term in 16 lanes and a tail): on 3 and 19 blocks (odd counts) with the
-    extreme codes present."""
+    (an exact integer per block, fma rounded once, the blocks in order, q4_1's min term apart):
+    on 3 and 19 blocks with the extreme codes present, for 37 outputs (two whole groups of 16,
+    whose codes the kernel reads interleaved, and 5 past them, which it reads one by one)."""
     for n_in in (96, 608):
         _check_formula(kind, n_in)
 
 
 def _check_formula(kind: str, n_in: int) -> None:
-    out = 6
+    out = 37
     raw = random_blocks(kind, out, n_in, seed=5)
     weight = blocks.BlockWeight.from_stored(raw, kind, (out, n_in))
-    if kind == "q8_0":
-        weight.codes[0, :32] = -128  # the one code whose magnitude is 128
-        weight.codes[1, :32] = 127
-    else:
-        weight.codes[0, :16] = 0x00
-        weight.codes[1, :16] = 0xFF
+    for o in (0, 33):  # in a group and past the groups
+        if kind == "q8_0":
+            weight.codes[o, :32] = -128  # the one code whose magnitude is 128
+            weight.codes[o + 1, :32] = 127
+        else:
+            weight.codes[o, :16] = 0x00
+            weight.codes[o + 1, :16] = 0xFF
     rows = np.random.default_rng(3).standard_normal((2, n_in)).astype(np.float32)
     got = int8_kernel.block_rows(weight, rows)
     for r in range(2):
@@ -188,11 +172,10 @@ def _check_formula(kind: str, n_in: int) -> None:
 @pytest.mark.parametrize("kind", LINE2_KINDS)
 @pytest.mark.parametrize("form", LINE2_FORMS)
 def test_lane_forms_agree_bit_for_bit(kind, form):
-    """The VNNI lanes (one 256-bit `vpdpbusd` a block, or one 512-bit one for two blocks) give
-    the portable lanes' bits, at 1 to 15 rows (every tile size: 8, 4, 2 and 1 rows, and 15
-    = 8 + 4 + 2 + 1), an odd block count and an odd output count (one row goes two outputs
-    at a time in the 512-bit form, the last one alone), serial and split over threads;
-    skipped where the CPU lacks that instruction."""
+    """The VNNI lanes (two 256-bit `vpdpbusd` a group's four products, or one 512-bit one) give
+    the portable lanes' bits, at 1 to 15 rows (tiles of 8 rows and every smaller size), 19
+    blocks and 41 outputs (two whole groups and 9 outputs past them), serial and split over
+    threads; skipped where the CPU lacks that instruction."""
     if not int8_kernel.host_has_vnni(wide=form == "vnni512"):
         pytest.skip(f"this CPU cannot run the {form} lanes; only the portable form runs here")
     out, n_in = 41, 608  # 19 blocks: the last one is an odd block out
@@ -200,7 +183,7 @@ def test_lane_forms_agree_bit_for_bit(kind, form):
                                             (out, n_in))
     rows = np.random.default_rng(4).standard_normal((15, n_in)).astype(np.float32)
     rows[0, :32] = 0  # an all-zero block
-    for count in (1, 2, 3, 4, 5, 8, 9, 15):
+    for count in (1, 2, 3, 4, 5, 6, 7, 8, 9, 15):
         portable = int8_kernel.block_rows(weight, rows[:count], form="portable")
         for parallel in (False, True):
             fast = int8_kernel.block_rows(weight, rows[:count], form=form, parallel=parallel)
