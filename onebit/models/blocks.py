@@ -40,7 +40,7 @@ def is_block_kind(kind: str) -> bool:
     return kind in KINDS
 
 
-# The integer kernel's vector loads (64 bytes of activations, a block pair's codes) start at
+# The integer kernel's vector loads (64 bytes of a group's codes, 16 scales) start at
 # multiples of 32 or 64 bytes from an array's start: an array that starts on a cache line makes
 # none of them cross one (a load across two lines costs about two). numpy and numba start
 # arrays on 16 or 32 bytes.
@@ -179,7 +179,7 @@ class BlockWeight:
     packed = True
 
     def __post_init__(self) -> None:
-        # the codes start on a cache line (ALIGN), so no block pair's load crosses one
+        # the codes start on a cache line (ALIGN), as every array the integer kernel loads
         object.__setattr__(self, "codes", aligned(self.codes))
 
     @classmethod

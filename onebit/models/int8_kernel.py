@@ -11,7 +11,9 @@ Each activation row is first quantised to 8 bits per block of 32 columns (`quant
 a scheme of the Q8_0 / Q8_1 kind, in float32:
 
     amax = max |x_j| over the block;  dx = amax / 127;  q_j = rint(x_j * (127 / amax))
-    (q = 0 and dx = 0 for an all-zero block);  sx = dx * sum_j q_j   (the block sum, for q4_1)
+    clamped to [-127, 127];  sx = dx * sum_j q_j   (the block sum, for q4_1)
+    (q = 0 and dx = 0 for a block whose 127 / amax is not a finite float32: all zeros, or
+    amax below about 3.7e-37, where float32 cannot hold the scale; error_bound counts them)
 
 Then for row r and output o, with the weight block b holding codes c_j and scales dw (, mw):
 
@@ -114,8 +116,8 @@ FORMS = ("vnni512", "vnni", "portable")
 
 
 def lanes_form() -> str:
-    """How this process computes the four-product lanes: "vnni512" (two blocks a 512-bit
-    `vpdpbusd`), "vnni" (one block a 256-bit one) or "portable"; the best the CPU has unless
+    """How this process computes a group's four products a lane (int8_ir.py): "vnni512" (one
+    512-bit `vpdpbusd`), "vnni" (two 256-bit ones) or "portable"; the best the CPU has unless
     `ONEBIT_INT8_LANES` names a lesser one. All three give the same bits."""
     wanted = os.environ.get(LANES_ENV, "").strip().lower()
     if wanted not in ("", *FORMS):
@@ -137,28 +139,16 @@ def block_ops(form: str) -> dict[str, object]:
 
 def _quantize_kernel(one_row: bool = False) -> Callable:
     """Both quantisers (the scheme of the module docstring), compiled together once; the one
-    `one_row` asks for. Plain numba: no intrinsic, nothing generated."""
+    `one_row` asks for. Each block goes through int8_ir's `quantize_block` (the same bits as
+    the scheme's scalar loop, a block in vector registers)."""
     got = _compiled.get(("quantize", one_row))
     if got is None:
+        quantize_block = int8_ir.quantize_ops()["quantize_block"]
+
         def quantize_row(x, xq, at, dx, sx):  # pragma: no cover - compiled
             """Row x [n] into xq[at .. at + n), its block scales into dx [n / 32], sx."""
-            n = x.shape[0]
-            for b in range(n // 32):
-                first = b * 32
-                amax = np.float32(0)
-                for j in range(32):
-                    a = abs(x[first + j])
-                    if a > amax:
-                        amax = a
-                d = amax / np.float32(127)
-                inv = np.float32(127) / amax if amax > 0 else np.float32(0)
-                total = 0
-                for j in range(32):
-                    q = np.rint(x[first + j] * inv)
-                    q = min(max(q, np.float32(-127)), np.float32(127))
-                    qi = np.int8(q)
-                    xq[at + first + j] = qi
-                    total += qi
+            for b in range(x.shape[0] // 32):
+                d, total = quantize_block(x, b * 32, xq, at + b * 32)
                 dx[b] = d
                 sx[b] = d * np.float32(total)
 
@@ -417,7 +407,8 @@ def error_bound(weight_float: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """`[R, out]`: a bound on |block_rows - rows @ W.T| given the dequantised weight `W`:
     the activation rounding, sum over blocks of (dx_b / 2) * sum_j |w_j|, plus float32
     rounding of the n-term sums, 2 * n * 2^-24 * sum_j |w_j x_j| (with n the row's length:
-    the budget grows with the reduction), computed in float64."""
+    the budget grows with the reduction), plus sum_j |w_j x_j| over the blocks that went in as
+    zeros though not all zero (amax below about 3.7e-37), computed in float64."""
     w = np.abs(np.asarray(weight_float, np.float64))
     x = np.asarray(rows, np.float32).astype(np.float64)
     n = w.shape[1]
@@ -425,4 +416,6 @@ def error_bound(weight_float: np.ndarray, rows: np.ndarray) -> np.ndarray:
     blocks_w = w.reshape(w.shape[0], n // BLOCK, BLOCK).sum(axis=2)  # [out, nb]
     rounding = 0.5 * dx.astype(np.float64) @ blocks_w.T  # [R, out]
     magnitude = np.abs(x) @ w.T
-    return rounding * (1 + 2.0**-10) + 2.0 * n * 2.0**-24 * (magnitude + rounding)
+    dropped = np.abs(x) * np.repeat(dx == 0, BLOCK, axis=1)
+    return (rounding * (1 + 2.0**-10) + 2.0 * n * 2.0**-24 * (magnitude + rounding)
+            + dropped @ w.T)

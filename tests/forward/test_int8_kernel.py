@@ -72,6 +72,23 @@ def test_within_bound_of_float_path(kind, n_in):
     assert (error / bound).max() > 0.02
 
 
+def test_blocks_too_small_to_scale_stay_within_bound():
+    """A block whose largest element is below what float32 can scale by 127 / amax (about
+    3.7e-37) goes in as zeros; the bound counts what is dropped, so a row made only of such
+    blocks, or mixing them with ordinary ones, is still within it (and exactly 0 alone)."""
+    out, n_in = 16, 96
+    raw = random_blocks("q4_1", out, n_in, seed=8)
+    weight = blocks.BlockWeight.from_stored(raw, "q4_1", (out, n_in))
+    dense = blocks.dequantize(raw, "q4_1", (out, n_in))
+    rows = np.random.default_rng(9).standard_normal((2, n_in)).astype(np.float32)
+    rows[0] *= np.float32(1e-38)
+    rows[1, :32] *= np.float32(1e-38)
+    got = int8_kernel.block_rows(weight, rows)
+    want = rows.astype(np.float64) @ dense.astype(np.float64).T
+    assert not got[0].any()
+    assert (np.abs(got - want) <= int8_kernel.error_bound(dense, rows)).all()
+
+
 def test_exact_when_rows_are_on_the_grid():
     """Rows whose blocks are integers with max |x| = 127 quantise exactly (dx = 1), so the
     q8_0 product equals the float product exactly: the integer sums lose nothing."""
@@ -96,6 +113,43 @@ def test_quantised_rows_follow_the_scheme():
     assert np.array_equal(q[:32], np.rint(x[0, :32] * np.float32(127 / 2.0)).astype(np.int8))
     assert sx[0, 0] == dx[0, 0] * np.float32(q[:32].astype(np.int64).sum())
     assert not q[32:].any() and dx[0, 1] == 0 and sx[0, 1] == 0
+
+
+def _scheme(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The activation scheme of int8_kernel.py, element by element in float32 (NumPy)."""
+    blocks_ = np.asarray(x, np.float32).reshape(-1, 32)
+    amax = np.abs(blocks_).max(axis=1)
+    with np.errstate(divide="ignore", over="ignore"):
+        scale = np.float32(127) / amax
+    usable = (amax > 0) & np.isfinite(scale)
+    inv = np.where(usable, scale, np.float32(0)).astype(np.float32)
+    d = np.where(usable, amax / np.float32(127), np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint(blocks_ * inv[:, None]), -127, 127).astype(np.int8)
+    return q.reshape(-1), d, d * q.astype(np.int64).sum(axis=1).astype(np.float32)
+
+
+def test_quantiser_gives_the_scalar_schemes_bits():
+    """The quantiser (a block at a time in vector registers) gives, bit for bit, the scheme
+    computed element by element: on random rows of every magnitude, an all-zero block,
+    exact halves (rint rounds them to even: 0.5 -> 0, 2.5 -> 2, -1.5 -> -2), negative zeros,
+    subnormals (too small to scale: zeros, dx = 0) and the largest float32s."""
+    rng = np.random.default_rng(11)
+    rows = (rng.standard_normal((6, 256)) * np.float32(10.0) ** rng.integers(-30, 30, (6, 1))
+            ).astype(np.float32)
+    rows[0, :32] = 0
+    rows[1, :32] = np.arange(32) - np.float32(15.5)  # halves on a grid where amax maps to 127
+    rows[1, 31] = 127
+    rows[2, :32] = -0.0
+    rows[2, 5] = 1.0
+    rows[3, :32] = np.float32(1e-45) * np.arange(32)  # subnormals
+    rows[4, :32] = np.finfo(np.float32).max * np.linspace(-1, 1, 32, dtype=np.float32)
+    q, dx, sx = int8_kernel.quantize_rows(rows)
+    want_q, want_dx, want_sx = _scheme(rows)
+    assert np.array_equal(q, want_q)
+    assert np.array_equal(dx.reshape(-1).view(np.uint32), want_dx.view(np.uint32))
+    assert np.array_equal(sx.reshape(-1).view(np.uint32), want_sx.view(np.uint32))
+    assert list(q[256:256 + 4]) == [-16, -14, -14, -12]  # -15.5, -14.5, ... to even
+    assert not q[3 * 256:3 * 256 + 32].any() and dx[3, 0] == 0  # subnormals: as zeros
 
 
 def test_bad_blocks_refused_by_name():
