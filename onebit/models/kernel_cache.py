@@ -27,7 +27,9 @@ the same 15-40 s compiling the same stack.
 
 `ONEBIT_KERNEL_CACHE=0` turns the cache off (every process compiles, as before). It is also off
 where numba is told to use other locators (`NUMBA_CACHE_LOCATOR_CLASSES`) or numba's cache
-machinery is not as this module expects.
+machinery is not as this module expects, and for a function whose module no later process
+could import (one made at run time: it would be stored under a real kernel's name and break
+that kernel's next load).
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def jit(func: Callable, variant: tuple, **options) -> Callable:
 
     where = cache_dir()
     folder = None if where is None else _prepared(where)
-    if folder is None or not _locator_installed():
+    if folder is None or not _locator_installed() or not _importable(func):
         return njit(**options)(func)
     func.__qualname__ = func.__name__ = variant_name(func.__name__, variant)
     setattr(func, MARK, folder)
@@ -145,6 +147,23 @@ def jit(func: Callable, variant: tuple, **options) -> Callable:
     dispatcher._cache = _variant_cache()(func)  # nothing is compiled yet: njit is lazy
     _compile_once_per_machine(dispatcher, folder / f"{func.__name__}.lock")
     return dispatcher
+
+
+def _importable(func: Callable) -> bool:
+    """Whether a process that loads `func` from the cache can import the module it names:
+    numba rebuilds a cached kernel's globals from that module, so a kernel defined in a
+    module made at run time (benchmarks/stack_parts.py's patched copies of fused.py, say)
+    would be stored, then fail to load in every later process that shares its name (the
+    real stack's). Such a function is compiled, never cached."""
+    import importlib.util
+
+    name = getattr(func, "__module__", None)
+    if not name:
+        return False
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: in sys.modules with no spec
+        return False
 
 
 def _compile_once_per_machine(dispatcher, lock: Path) -> None:

@@ -174,6 +174,36 @@ def test_off_and_unwritable_compile_as_before(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
 
 
+# A kernel defined in a module made at run time, as benchmarks/stack_parts.py makes its
+# patched copies of fused.py: the same function, so the same name and numba key, as an
+# importable module's kernel.
+RUNTIME_MODULE = textwrap.dedent("""
+    import sys, types
+    from onebit.models import kernel_cache
+
+    source = "def double(x):\\n    return x * 2\\n"
+    module = types.ModuleType("made_at_run_time")
+    sys.modules[module.__name__] = module
+    exec(source, module.__dict__)
+    double = kernel_cache.jit(module.double, ("test-runtime",))
+    print(double(21), sum(double.stats.cache_hits.values()))
+""")
+
+
+def test_a_kernel_from_a_module_made_at_run_time_is_never_stored(tmp_path):
+    """numba rebuilds a cached kernel's globals by importing its module, so a kernel from a
+    module no later process can import would be stored under its name and then break that
+    name's next load (it did: a real stack failed to load after stack_parts.py ran). Such a
+    kernel is compiled and runs, and nothing is stored."""
+    env = {**os.environ, "ONEBIT_KERNEL_CACHE": str(tmp_path / "kernels")}
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", RUNTIME_MODULE], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["42", "0"]
+    assert not [p for p in stored(tmp_path / "kernels") if "double" in p]
+
+
 def test_a_version_keeps_its_own_folder_and_old_ones_go(tmp_path, monkeypatch):
     """Kernels are stored in a folder of this version of the sources (their digest). Making it
     ready removes what no process has touched for KEEP_DAYS: another version's folder, and
