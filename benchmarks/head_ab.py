@@ -1,5 +1,5 @@
-"""Plain decode against every head on SmolLM2, alternated: prompt lookup, the trained head, each
-alone and under the cost policy, and the default (`--head auto`).
+"""Plain decode against every head on SmolLM2, alternated: prompt lookup alone, the trained head
+alone and under the cost policy, and the default (`--head auto`: prompt lookup under it).
 
 Each prompt is decoded by every arm in turn, `--rounds` times (A B C .. A B C ..); the table
 gives each arm's decode tokens/s over plain's per prompt (median and [min .. max] of the
@@ -15,6 +15,8 @@ ordinary chat requests, none of them in the training set (onebit/train/prompts.p
 from __future__ import annotations
 
 import argparse
+
+import numpy as np
 
 # the same ten chat prompts as policy_ab.py (none of them in onebit/train/prompts.py)
 # and its A B C .. table
@@ -80,19 +82,22 @@ def main() -> None:
     arms = {
         "plain": (None, 1),
         "ngram": (NgramHead(n=3, k=8), 7),
-        "ngram+policy": (PolicyHead(NgramHead(n=3, k=8)), 7),
         "trained": (scored, args.k),
-        "auto": (auto_head(model), trained.k),  # the default: trained head under the policy
+        "trained+policy": (PolicyHead(trained, max_k=trained.k), trained.k),
+        "auto": (auto_head(model), 7),  # the default: prompt lookup under the policy
     }
     alternate(model, PROMPTS[: args.prompts], arms, rounds=args.rounds, tokens=args.tokens)
     acc = [h / t if t else 0.0 for h, t in zip(scored.hits, scored.trials, strict=True)]
     print("trained head's acceptance per draft position (given the earlier ones right):",
           ", ".join(f"{a:.1%} of {t}" for a, t in zip(acc, scored.trials, strict=True)))
-    policy = arms["auto"][0]
-    print("auto policy's cost per width:",
-          {n: f"{c * 1e3:.2f} ms" for n, c in sorted(policy.cost.items())})
-    print("auto policy's acceptance per confidence bin:",
-          [round(float(x), 2) for x in policy.bin_acceptance()])
+    for name in ("trained+policy", "auto"):
+        policy = arms[name][0]
+        print(f"{name}: cost per width",
+              {n: f"{c * 1e3:.2f} ms" for n, c in sorted(policy.cost.items())},
+              f"head {policy.head_cost() * 1e3:.2f} ms a proposal,",
+              f"rounds sending 0, 1, 2.. drafts {np.bincount(policy.sent).tolist()}")
+    print("trained+policy: acceptance per confidence bin",
+          [round(float(x), 2) for x in arms["trained+policy"][0].bin_acceptance()])
 
 
 if __name__ == "__main__":

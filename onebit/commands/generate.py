@@ -29,9 +29,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", help="a system turn before the prompt")
     parser.add_argument("--max-tokens", type=positive("--max-tokens"), default=256,
                         help="most tokens to generate (default 256)")
-    parser.add_argument("--head", choices=HEADS, default="none",
-                        help="the draft head (default none: plain decode; auto: prompt lookup "
-                        "under the cost policy, which drafts only when it measures that it pays)")
+    parser.add_argument("--head", choices=HEADS, default="auto",
+                        help="the draft head (default auto: prompt lookup under the cost policy, "
+                        "which drafts only when it measures that it pays; none: plain decode)")
     parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
     parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
                         "head's own, 7 for prompt lookup)")

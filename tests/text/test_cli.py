@@ -13,12 +13,17 @@ def _model(tiny_dir, kernel=None):
 
 def test_generate_streams_the_text(tiny_dir, onebit_cli):
     """stdout is exactly the text `onebit.generate` gives (plus a newline), and stderr carries
-    the speed, passes per token and, with a head, the acceptance."""
-    expected = onebit.generate(_model(tiny_dir), "Once upon", max_tokens=12).text
+    the speed, passes per token and, with a head (the default is the policy's), the
+    acceptance; `--head none` decodes plain, with the same text and no acceptance."""
+    expected = onebit.generate(_model(tiny_dir), "Once upon", max_tokens=12, head="none").text
     done = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12)
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected + "\n"
     assert "tokens/s" in done.stderr and "passes/token" in done.stderr
+    assert "acceptance" in done.stderr
+    plain = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12,
+                       "--head", "none")
+    assert plain.stdout == done.stdout and "acceptance" not in plain.stderr
     spec = onebit_cli("generate", "--model", tiny_dir, "Once upon", "--max-tokens", 12,
                       "--head", "ngram", "--k", 3)
     assert spec.stdout == done.stdout and "acceptance" in spec.stderr

@@ -24,7 +24,7 @@ def test_ngram_head_gives_the_same_text(tiny_model):
     """Prompt lookup changes the cost, never the text: the same words as plain decode on a
     prompt that repeats itself."""
     prompt = "abc abc abc abc abc abc abc abc"
-    plain = onebit.generate(tiny_model, prompt, max_tokens=32)
+    plain = onebit.generate(tiny_model, prompt, max_tokens=32, head="none")
     spec = onebit.generate(tiny_model, prompt, max_tokens=32, head="ngram", k=4)
     assert spec.text == plain.text and spec.result.tokens == plain.result.tokens
 
@@ -35,11 +35,44 @@ def test_auto_head_gives_the_same_text_and_keeps_its_policy(tiny_model):
     from onebit.text.generate import auto_head
 
     prompt = "abc abc abc abc abc abc abc abc"
-    plain = onebit.generate(tiny_model, prompt, max_tokens=32)
+    plain = onebit.generate(tiny_model, prompt, max_tokens=32, head="none")
     spec = onebit.generate(tiny_model, prompt, max_tokens=32, head="auto")
     assert spec.result.tokens == plain.result.tokens and spec.text == plain.text
     policy = auto_head(tiny_model)
     assert policy is auto_head(tiny_model) and 1 in policy.cost
+
+
+def test_speculation_is_the_default_and_none_is_plain(tiny_model):
+    """With no head named, generate runs the model's policy head (its rounds are counted
+    there), with the text of plain decode; head=None and "none" run no head at all."""
+    from onebit.text.generate import auto_head
+
+    prompt = "abc abc abc abc abc abc abc abc"
+    policy = auto_head(tiny_model)
+    rounds = len(policy.sent)
+    default = onebit.generate(tiny_model, prompt, max_tokens=32)
+    assert len(policy.sent) > rounds
+    rounds = len(policy.sent)
+    for plain_head in (None, "none"):
+        plain = onebit.generate(tiny_model, prompt, max_tokens=32, head=plain_head)
+        assert plain.result.tokens == default.result.tokens and plain.text == default.text
+    assert len(policy.sent) == rounds
+
+
+def test_a_seeded_sampled_run_with_the_default_head_is_reproducible(tiny_model):
+    """The policy's draft lengths follow its clock and a sampled run's draws follow the draft
+    lengths, so with a seed the default head decodes plain: the same seed, the same text, as
+    `onebit.run` without a head gives; an unseeded sampled run still speculates."""
+    from onebit.text.generate import auto_head
+
+    s = onebit.Sampling(temperature=0.9, top_k=40)
+    policy = auto_head(tiny_model)
+    rounds = len(policy.sent)
+    runs = [onebit.generate(tiny_model, "abc abc abc abc", max_tokens=16, sampling=s, seed=3)
+            for _ in range(2)]
+    assert runs[0].text == runs[1].text and len(policy.sent) == rounds
+    onebit.generate(tiny_model, "abc abc abc abc", max_tokens=16, sampling=s)
+    assert len(policy.sent) > rounds
 
 
 def test_stops_at_eot_through_the_consumer_stop(tiny_model, byte_vocab):
