@@ -160,6 +160,8 @@ def _importable(func: Callable) -> bool:
     name = getattr(func, "__module__", None)
     if not name:
         return False
+    if name == "__main__":  # every process has one: numba caches a script's kernels too
+        return True
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # ValueError: in sys.modules with no spec
