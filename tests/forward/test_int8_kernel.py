@@ -1,6 +1,10 @@
 """The integer kernel (onebit/models/int8_kernel.py) on fabricated ggml blocks: each row's
 result is independent of the batch, bit for bit, and within the stated error bound of the float
-path (the dequantised weight times the unquantised row)."""
+path (the dequantised weight times the unquantised row).
+
+Its checks carry ids, which the `int8` mutant catalogue (mutants/int8) credits: Q1 the
+documented formula, bit for bit; Q2 a row's bits whatever the batch; Q3 the lanes forms agree;
+Q4 the quantiser is the scheme; Q5 the error bound against the float path."""
 
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ def random_blocks(kind: str, out: int, n_in: int, seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("kind", LINE2_KINDS)
 @pytest.mark.parametrize("parallel", [False, True])
-def test_rows_independent_of_batch(kind, parallel):
+def test_Q2_rows_independent_of_batch(kind, parallel):
     """For 1..16 rows, every row's output equals, bit for bit, that row's output in the
     16-row product (and in a 1-row product): the batch never changes a row's bits."""
     out, n_in = 72, 320
@@ -55,7 +59,7 @@ def test_rows_independent_of_batch(kind, parallel):
 
 @pytest.mark.parametrize("kind", SMOLLM2_KINDS)
 @pytest.mark.parametrize("n_in", [32, 576, 1536])
-def test_within_bound_of_float_path(kind, n_in):
+def test_Q5_within_bound_of_float_path(kind, n_in):
     """Against the float path in float64, each output's error is within `error_bound` (the
     activation rounding per block plus float32 rounding growing with n_in), and the bound is
     not vacuous: the worst error uses a real part of it."""
@@ -128,7 +132,7 @@ def _scheme(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q.reshape(-1), d, d * q.astype(np.int64).sum(axis=1).astype(np.float32)
 
 
-def test_quantiser_gives_the_scalar_schemes_bits():
+def test_Q4_quantiser_gives_the_scalar_schemes_bits():
     """The quantiser (a block at a time in vector registers) gives, bit for bit, the scheme
     computed element by element: on random rows of every magnitude, an all-zero block,
     exact halves (rint rounds them to even: 0.5 -> 0, 2.5 -> 2, -1.5 -> -2), negative zeros,
@@ -196,7 +200,7 @@ def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
 
 
 @pytest.mark.parametrize("kind", SMOLLM2_KINDS)
-def test_kernel_computes_the_documented_formula(kind):
+def test_Q1_kernel_computes_the_documented_formula(kind):
     """Every output equals, bit for bit, the module docstring's formula computed independently
     (an exact integer per block, fma rounded once, the blocks in order, q4_1's min term apart):
     on 3 and 19 blocks with the extreme codes present, for 37 outputs (two whole groups of 16,
@@ -225,7 +229,7 @@ def _check_formula(kind: str, n_in: int) -> None:
 
 @pytest.mark.parametrize("kind", LINE2_KINDS)
 @pytest.mark.parametrize("form", LINE2_FORMS)
-def test_lane_forms_agree_bit_for_bit(kind, form):
+def test_Q3_lane_forms_agree_bit_for_bit(kind, form):
     """The VNNI lanes (two 256-bit `vpdpbusd` a group's four products, or one 512-bit one) give
     the portable lanes' bits, at 1 to 15 rows (tiles of 8 rows and every smaller size), 19
     blocks and 41 outputs (two whole groups and 9 outputs past them), serial and split over
