@@ -31,7 +31,8 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="most tokens to generate (default 256)")
     parser.add_argument("--head", choices=HEADS, default="auto",
                         help="the draft head (default auto: prompt lookup under the cost policy, "
-                        "which drafts only when it measures that it pays; none: plain decode)")
+                        "which drafts only when it measures that it pays; ngram and trained run "
+                        "under it too; none: plain decode)")
     parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
     parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
                         "head's own, 7 for prompt lookup)")

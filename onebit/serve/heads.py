@@ -19,4 +19,6 @@ def head_for(name: str, model, *, speculative: bool = True, draft: str | None = 
     decode when the server runs none or the request asked `speculative: false`."""
     if not speculative or name == "none":
         return None, 1
-    return resolve_head(name, model, k=k, draft=draft)
+    # the named heads as they are, every draft sent: the served checks (S1) judge drafts,
+    # and a policy that withholds them would leave nothing to judge
+    return resolve_head(name, model, k=k, draft=draft, named_under_policy=False)

@@ -16,9 +16,8 @@ from onebit.text.chat import check_messages, render
 from onebit.text.errors import PromptError
 
 HEAD_NAMES = ("none", "auto", "trained", "ngram", "mtp", "dflash")
-# "auto": the model's trained head (onebit train-head) when it has one, else prompt lookup,
-# under the cost policy (onebit.heads.policy), one per model, so what it measured of the
-# model's verify cost and of its acceptance carries over from call to call
+# model -> {(head name, k): its PolicyHead} (policy_head): one policy per model and head, so
+# what it measured of the model's verify cost and of the head's acceptance carries over
 _POLICIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -74,26 +73,25 @@ def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None) -> 
     return text, True
 
 
-def resolve_head(head, model, *, k: int | None, draft=None):
+def resolve_head(head, model, *, k: int | None, draft=None, named_under_policy: bool = True):
     """`head` as a DraftHead (None, "none", "auto", "trained", "ngram", "mtp", "dflash", or a
-    head object), and the k to draft with. None and "none" are plain decode. "auto" is prompt
-    lookup under `PolicyHead`, which sends each round only the drafts that pay on this model
-    and plain steps otherwise (`auto_head`). "trained" is the head `onebit train-head` made
-    for the model's file, alone (a `DraftError` when there is none)."""
+    head object), and the k to draft with. None and "none" are plain decode. The named
+    one-pass heads run under `PolicyHead`, which sends each round only the drafts that pay on
+    this model and plain steps otherwise (`policy_head`), so none is slower than plain decode
+    by more than its bookkeeping: "auto" and "ngram" are prompt lookup under it, "trained"
+    the head `onebit train-head` made for the model's file (a `DraftError` when there is
+    none). "mtp" / "dflash" (two-pass) and a head object run as they are, and so do "ngram"
+    and "trained" with `named_under_policy=False` (every draft sent: the server's heads)."""
     from onebit.tools.inputs import make_head, natural_k
 
     if head is None or head == "none":
         return None, k or 1
-    if head == "auto":
-        policy = auto_head(model)
+    if head == "auto" or (head in ("ngram", "trained") and named_under_policy):
+        policy = policy_head(model, "ngram" if head == "auto" else head,
+                             None if head == "auto" else k)
         return policy, k or policy.max_k
     if head == "trained":
-        trained = trained_head(model, k=k)
-        if trained is None:
-            from onebit.heads.errors import DraftError
-
-            raise DraftError(f"no trained head for {_file_name(model)}: make one with "
-                             "`onebit train-head` (or pick another --head)")
+        trained = _trained_or_error(model, k)
         return trained, k or trained.k
     if isinstance(head, str):
         if head not in HEAD_NAMES:
@@ -123,26 +121,50 @@ def trained_head(model, *, k: int | None = None):
     return load_head(folder, model, base_path=path, k=k)
 
 
-def auto_head(model):
-    """The model's policy head over prompt lookup, made once per model and kept with it.
+def _trained_or_error(model, k: int | None):
+    trained = trained_head(model, k=k)
+    if trained is None:
+        from onebit.heads.errors import DraftError
 
-    The trained head (`onebit train-head`) is not picked: under the same policy it ran
-    ordinary chat answers at a median 0.94x of plain decode, where prompt lookup ran at 1.06x
-    and never below 0.97x (docs/heads.md): its drafts do not yet pay for their own time and
-    rows. `head="trained"` still runs it."""
+        raise DraftError(f"no trained head for {_file_name(model)}: make one with "
+                         "`onebit train-head` (or pick another --head)")
+    return trained
+
+
+def policy_head(model, name: str = "ngram", k: int | None = None):
+    """The model's `PolicyHead` over its one-pass head `name` ("ngram": prompt lookup;
+    "trained": the head `onebit train-head` made for its file, a `DraftError` when there is
+    none), drafting at most `k` a round (default: the head's own), made once per model, name
+    and k and kept with the model, so what it measured of the model's verify cost and of the
+    head's acceptance carries over from call to call."""
     from onebit.heads import NgramHead
     from onebit.heads.policy import PolicyHead
 
     def make():
-        return PolicyHead(NgramHead(n=3, k=8))
+        if name == "trained":
+            trained = _trained_or_error(model, k)
+            return PolicyHead(trained, max_k=trained.k)
+        if name != "ngram":
+            raise ValueError(f"policy_head takes 'ngram' or 'trained', got {name!r}")
+        return PolicyHead(NgramHead(n=3, k=k or 8), max_k=k or 7)
 
     try:
-        policy = _POLICIES.get(model)
+        kept = _POLICIES.setdefault(model, {})
     except TypeError:  # a model that cannot be weakly referenced: a fresh policy each call
         return make()
-    if policy is None:
-        policy = _POLICIES[model] = make()
-    return policy
+    if (name, k) not in kept:
+        kept[(name, k)] = make()
+    return kept[(name, k)]
+
+
+def auto_head(model):
+    """The default head: the model's policy head over prompt lookup (`policy_head`).
+
+    The trained head (`onebit train-head`) is not picked: under the same policy it ran
+    ordinary chat answers at a median 0.97x of plain decode (worst 0.94x), where prompt lookup
+    ran at 0.99x (worst 0.95x, best 1.09x; docs/heads.md): its drafts do not yet pay for their
+    own time and rows. `head="trained"` runs it."""
+    return policy_head(model, "ngram")
 
 
 def _greedy(sampling) -> bool:

@@ -75,6 +75,23 @@ def test_a_seeded_sampled_run_with_the_default_head_is_reproducible(tiny_model):
     assert len(policy.sent) > rounds
 
 
+def test_named_one_pass_heads_run_under_the_policy(tiny_model):
+    """"ngram" (like "auto") is prompt lookup under the model's cost policy, one per (head, k)
+    and kept; with named_under_policy=False (the server's choice) it is the bare head, every
+    draft sent."""
+    from onebit.heads import NgramHead
+    from onebit.heads.policy import PolicyHead
+    from onebit.text.generate import auto_head, resolve_head
+
+    ngram, k = resolve_head("ngram", tiny_model, k=None)
+    assert ngram is auto_head(tiny_model) and k == ngram.max_k
+    capped, k = resolve_head("ngram", tiny_model, k=3)
+    assert isinstance(capped, PolicyHead) and capped.max_k == 3 and k == 3
+    assert capped is resolve_head("ngram", tiny_model, k=3)[0] and capped is not ngram
+    bare, k = resolve_head("ngram", tiny_model, k=3, named_under_policy=False)
+    assert isinstance(bare, NgramHead) and k == 3
+
+
 def test_stops_at_eot_through_the_consumer_stop(tiny_model, byte_vocab):
     """When the model emits a stop token (here: the file's EOT is set to the third token
     greedy emits), the run stops there through on_token's stop: the token is emitted and

@@ -14,9 +14,11 @@ def smollm2(smollm2_path):
 def test_haiku_and_prompt_lookup(smollm2):
     """The issue's example: SmolLM2 answers in words through its chat template (no special
     token text in the answer), and prompt lookup prints the same text in fewer base passes."""
-    plain = onebit.generate(smollm2, "Write a haiku about the sea", max_tokens=40)
+    from onebit.heads import NgramHead
+
+    plain = onebit.generate(smollm2, "Write a haiku about the sea", max_tokens=40, head="none")
     spec = onebit.generate(smollm2, "Write a haiku about the sea", max_tokens=40,
-                           head="ngram", k=7)
+                           head=NgramHead(n=3, k=7), k=7)  # the bare head: every match sent
     assert spec.text == plain.text and spec.result.tokens == plain.result.tokens
     assert "sea" in plain.text.lower() or "ocean" in plain.text.lower(), plain.text
     assert "<|im" not in plain.text
