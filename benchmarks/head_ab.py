@@ -67,18 +67,27 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=160)
     parser.add_argument("--prompts", type=int, default=len(PROMPTS))
     parser.add_argument("--k", type=int, default=3, help="drafts a round for the bare heads")
+    parser.add_argument("--head-dir", help="the trained head to time (default: the one "
+                        "`onebit train-head` saved for SmolLM2's file)")
     args = parser.parse_args()
 
     from onebit.heads import NgramHead
+    from onebit.heads.eagle import load_head
     from onebit.heads.policy import PolicyHead
     from onebit.text.generate import auto_head, trained_head
     from onebit.text.load import load_text_model
 
     model = load_text_model(None, kernel="int8")
-    trained = trained_head(model)
+
+    def head():
+        if args.head_dir:
+            return load_head(args.head_dir, model, base_path=model.source_path)
+        return trained_head(model)
+
+    trained = head()
     if trained is None:
         raise SystemExit("no trained head for SmolLM2: run `onebit train-head` first")
-    scored = Scored(trained_head(model), trained.k)
+    scored = Scored(head(), trained.k)
     arms = {
         "plain": (None, 1),
         "ngram": (NgramHead(n=3, k=8), 7),
