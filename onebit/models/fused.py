@@ -22,9 +22,12 @@ the batch (the base contract's B-checks hold bit for bit; tests/forward/test_fus
 - RoPE: rotate-half with the model's cos / sin tables (its `_rope_table`), per element;
 - scores: s_t = tree(lanes) * (1 / sqrt(D)), the 16 lanes j = fma(q_d, K[t, d], j) over
   d = j, j + 16, .. in order (kernels.py's vector fma and halving tree; D a multiple of 16);
-  p_t = exp(s_t - max) in float32; z = sum_t p_t in t order; a_d = (sum_t p_t V[t, d] in t
+  p_t = exp(s_t - max) in float32 (below); z = sum_t p_t in t order; a_d = (sum_t p_t V[t, d] in t
   order) / z, each a_d on its own (the loop over d vectorises without reordering a sum);
-- silu(g) = g / (1 + exp(-g)).
+- silu(g) = g / (1 + exp(-g));
+- exp is `vexp.exp_kernel`'s float32 exp (under one ulp from the exact value), written
+  in arithmetic so the SiLU and softmax loops are vectorised, where the C library's `expf`
+  is a call per element.
 The (row, head) pairs of a layer's attention are independent, so they are split over threads
 like the products' outputs.
 
@@ -39,7 +42,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onebit.models import int8_kernel, kernel_cache, kernels
+from onebit.models import int8_kernel, kernel_cache, kernels, vexp
 from onebit.models.blocks import ALIGN, BlockWeight, aligned
 
 _compiled: dict[object, Callable] = {}
@@ -219,6 +222,7 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     corrections = int8_kernel.block_corrections_kernel()
     f_qkv, f_o, f_gu, f_down = (int8_kernel.correction_factor(int8_kernel.KIND_IDS[k])
                                 for k in kinds)
+    exp32 = vexp.exp_kernel()
     parts = kernels._tiled_intrinsics()
     vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
 
@@ -250,7 +254,7 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
         inter = act.shape[1]
         for j in range(inter):
             g = gu[i, j]
-            act[i, j] = g / (np.float32(1) + np.exp(-g)) * gu[i, inter + j]
+            act[i, j] = g / (np.float32(1) + exp32(-g)) * gu[i, inter + j]
         quantize_row(act[i], mq, i * inter, mdx[i], msx[i])
 
     def stack(x, pos, start, end, tap_slot, tapped, in_norm, post_norm, q_norm, k_norm, eps,
@@ -336,11 +340,11 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                     scores[t] = s
                     if s > top:
                         top = s
+                for t in range(n):  # vectorised: exp32 is arithmetic, not a call
+                    scores[t] = exp32(scores[t] - top)
                 z = np.float32(0)
                 for t in range(n):
-                    e = np.exp(scores[t] - top)
-                    scores[t] = e
-                    z += e
+                    z += scores[t]
                 acc = np.zeros(D, np.float32)
                 for t in range(n):
                     p = scores[t]
@@ -399,6 +403,8 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                     for j in range(H):
                         tapped[i, tap_slot[layer], j] = x[i, j]
 
-    stack = kernel_cache.jit(stack, key, parallel=parallel, nogil=True)
+    # error_model "numpy": a float division here never raises (every divisor is at least 1 or
+    # eps), and without numba's zero check a loop that divides (SiLU) can be vectorised
+    stack = kernel_cache.jit(stack, key, parallel=parallel, nogil=True, error_model="numpy")
     _compiled[key] = stack
     return stack
