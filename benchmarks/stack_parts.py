@@ -39,7 +39,7 @@ NO_PRODUCTS = [("for p in prange(n_s):", "for p in prange(n_s * 0):"),
                ("proj = np.empty", "proj = np.zeros"),
                ("gu = np.empty", "gu = np.zeros")]
 NO_ATTENTION = [("for task in prange(R * Hq):", "for task in prange(R * Hq * 0):")]
-NO_SILU = [("act[i, j] = g / (np.float32(1) + np.exp(-g)) * gu[i, inter + j]",
+NO_SILU = [("act[i, j] = g / (np.float32(1) + exp32(-g)) * gu[i, inter + j]",
             "act[i, j] = g * gu[i, inter + j]")]
 ARMS = {"full": [], "no products": NO_PRODUCTS,
         "no attention": NO_PRODUCTS + NO_ATTENTION,

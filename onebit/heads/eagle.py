@@ -296,13 +296,13 @@ class _Products:
 
     def __init__(self, tensors: dict[str, np.ndarray], quantise: bool) -> None:
         self.f: dict[str, Any] = {}
+        self.blocks: dict[str, Any] = {}  # name -> q8_0 BlockWeight, where quantised
         gate_up = np.concatenate([tensors["gate.weight"], tensors["up.weight"]])
         for name, w in (("fuse", tensors["fuse.weight"]), ("into", tensors["into.weight"]),
                         ("gate_up", gate_up), ("down", tensors["down.weight"])):
-            self.f[name] = self._product(np.ascontiguousarray(w, np.float32), quantise)
+            self.f[name] = self._product(name, np.ascontiguousarray(w, np.float32), quantise)
 
-    @staticmethod
-    def _product(w: np.ndarray, quantise: bool):
+    def _product(self, name: str, w: np.ndarray, quantise: bool):
         if quantise and w.shape[1] % 32 == 0:
             try:
                 from gguf import GGMLQuantizationType
@@ -315,6 +315,7 @@ class _Products:
             else:
                 block = BlockWeight.from_stored(quantize(w, GGMLQuantizationType.Q8_0), "q8_0",
                                                 (int(w.shape[0]), int(w.shape[1])))
+                self.blocks[name] = block
                 return lambda rows: int8_kernel.block_rows(block, rows, parallel=False)
         wt = np.ascontiguousarray(w.T)
         return lambda rows: rows @ wt
@@ -336,11 +337,15 @@ class EagleHead(SamplingDrafter):
     `propose` fuses them once and chains up to `max_chain` drafts, recording each draft's
     probability under the head (`confidence`: the softmax at the argmax, or the drawn token's
     q when sampling) and stopping after a draft less sure than `stop_below` (default 0: never;
-    `PolicyHead` sets it to what a draft needs to pay for its row)."""
+    `PolicyHead` sets it to what a draft needs to pay for its row).
+
+    Greedy drafts run as one compiled call (onebit.heads.eagle_kernel) where the products are
+    quantised and the base's lm_head is in int8-kernel blocks; `compiled=False` keeps the
+    NumPy path, `compiled=True` refuses to build without the compiled one."""
 
     def __init__(self, config: EagleConfig, tensors: dict[str, np.ndarray], base: object, *,
                  base_path: str | Path | None = None, k: int | None = None,
-                 quantise: bool | None = None) -> None:
+                 quantise: bool | None = None, compiled: bool | None = None) -> None:
         check_target(base, "a trained head", TAPS_NEED)
         check_base(config, base, base_path)
         self.config = config
@@ -355,8 +360,29 @@ class EagleHead(SamplingDrafter):
         self.lm = base.lm_head_subset(self.d2t)  # type: ignore[attr-defined]
         self.intermediate = config.intermediate_size
         self.stop_below = 0.0
+        self.chain = self._compiled_chain(base) if compiled is not False else None
+        if compiled and self.chain is None:
+            raise ValueError("a compiled chain needs numba, quantised products, and a base "
+                             "whose lm_head is in int8-kernel blocks with no finish_logits")
         base.set_layer_taps(list(config.taps))  # type: ignore[attr-defined]
         self.reset()
+
+    def _compiled_chain(self, base: object):
+        """The greedy chain in one compiled call (onebit.heads.eagle_kernel), where the head's
+        products are q8_0 blocks and the base's lm_head rows are int8-kernel blocks; else
+        None (the NumPy path drafts)."""
+        if len(self.products.blocks) != 4 or not hasattr(base, "lm_head_subset_blocks"):
+            return None
+        from onebit.models import int8_kernel
+
+        lm = base.lm_head_subset_blocks(self.d2t)
+        if lm is None or lm.kind not in int8_kernel.KIND_IDS:
+            return None
+        from onebit.heads.eagle_kernel import CompiledChain
+
+        embed = base.embed_row  # type: ignore[attr-defined]
+        rows = np.stack([np.asarray(embed(int(t)), np.float32) for t in self.d2t])
+        return CompiledChain(self.products.blocks, lm, rows, self.w_out, float(self.eps))
 
     def __repr__(self) -> str:
         c = self.config
@@ -395,6 +421,11 @@ class EagleHead(SamplingDrafter):
         low, mid, high = self._rows
         eps, f = self.eps, self.products.f
         self.confidence = []
+        if self.chain is not None and not self.samples:
+            e0 = np.asarray(self.base.embed_row(int(token)), np.float32)  # type: ignore[attr-defined]
+            picked, sure = self.chain(low, mid, high, e0, n, self.stop_below)
+            self.confidence = [float(p) for p in sure]
+            return self.answer([int(t) for t in self.d2t[picked]], None)
         u = f["fuse"](np.concatenate([_rms(low, eps), _rms(mid, eps), high])[None, :])
         tokens, qs = [], []
         x = int(token)

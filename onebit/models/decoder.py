@@ -249,11 +249,7 @@ class DecoderBase:
         if isinstance(weight, BlockWeight):
             from onebit.models import int8_kernel
 
-            rows_of = BlockWeight(weight.kind, (int(ids.size), weight.shape[1]),
-                                  np.ascontiguousarray(weight.codes[ids]),
-                                  np.ascontiguousarray(weight.d[ids]),
-                                  np.ascontiguousarray(weight.m[ids]) if weight.m.size
-                                  else weight.m[: ids.size])
+            rows_of = _block_rows_of(weight, ids)
 
             def product(rows):
                 return self.finish_logits(int8_kernel.block_rows(rows_of, rows))
@@ -264,6 +260,16 @@ class DecoderBase:
             def product(rows):
                 return self.finish_logits(np.asarray(rows, self.dtype) @ dense)
         return product
+
+    def lm_head_subset_blocks(self, token_ids: Sequence[int]) -> BlockWeight | None:
+        """The lm_head's block rows of these tokens, in their order, when its scores are those
+        rows' products and nothing more (the lm_head kept in blocks, no `finish_logits` of the
+        family's own): what a compiled draft head multiplies by itself. None otherwise."""
+        weight = self._weight(LM_HEAD)
+        if (not isinstance(weight, BlockWeight)
+                or type(self).finish_logits is not DecoderBase.finish_logits):
+            return None
+        return _block_rows_of(weight, np.asarray(token_ids, np.int64))
 
     # -- checks ----------------------------------------------------------------------------------
 
@@ -362,3 +368,12 @@ class DecoderBase:
         """RMSNorm over the last axis; `factor` is w (Qwen3) or 1 + w (Qwen3.5)."""
         eps = self.config.rms_norm_eps
         return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * factor
+
+
+def _block_rows_of(weight: BlockWeight, ids: np.ndarray) -> BlockWeight:
+    """The rows `ids` of a block weight, gathered into one of their own."""
+    return BlockWeight(weight.kind, (int(ids.size), weight.shape[1]),
+                       np.ascontiguousarray(weight.codes[ids]),
+                       np.ascontiguousarray(weight.d[ids]),
+                       np.ascontiguousarray(weight.m[ids]) if weight.m.size
+                       else weight.m[: ids.size])

@@ -51,7 +51,8 @@ CACHE_ENV = "ONEBIT_KERNEL_CACHE"
 OFF = ("0", "off", "false", "no")
 # every module a cached kernel is made from or takes constants from
 SOURCES = ("int8_kernel.py", "int8_ir.py", "int8_source.py", "fused.py", "kernels.py",
-           "q4nx_kernel.py", "q4nx.py", "blocks.py", "kernel_cache.py", "vexp.py")
+           "q4nx_kernel.py", "q4nx.py", "blocks.py", "kernel_cache.py", "vexp.py",
+           "../heads/eagle_kernel.py")
 MARK = "_onebit_kernel_cache"  # set on a function this module names and places
 KEEP_DAYS = 14  # a version's folder unused this long is removed
 VERSION_DIR = re.compile(r"[0-9a-f]{16}")

@@ -285,13 +285,18 @@ def test_compiled_stack_from_the_cache_gives_the_same_bits(tmp_path):
 
 
 def test_every_module_a_kernel_is_generated_from_is_in_the_sources():
-    """The modules of onebit/models that the cached kernels' code comes from (the kernel
-    modules and the integer kernel's generators, read from the kernel modules' own imports)
-    are all in SOURCES: an edit to a module left out would load the kernels it replaced."""
+    """The modules that the cached kernels' code comes from (every module of onebit that
+    caches a kernel, and the modules of onebit/models those import) are all in SOURCES: an
+    edit to a module left out would load the kernels it replaced."""
     import ast
 
     models = Path(kernel_cache.__file__).parent
-    kernels = {"int8_kernel.py", "fused.py", "kernels.py", "q4nx_kernel.py"}
+    package = models.parent
+    kernels = {os.path.relpath(path, models) for path in package.rglob("*.py")
+               if path.name != "kernel_cache.py"
+               and "kernel_cache.jit(" in path.read_text(encoding="utf-8")}
+    assert {"int8_kernel.py", "fused.py", "kernels.py", "q4nx_kernel.py",
+            os.path.join("..", "heads", "eagle_kernel.py")} <= kernels
     imported = set()
     for name in kernels:
         for node in ast.walk(ast.parse((models / name).read_text(encoding="utf-8"))):

@@ -240,3 +240,125 @@ def test_E2_taps_changed_under_the_head_are_named(target, head_dir):
         with pytest.raises(PartError, match="layer taps changed") as caught:
             onebit.run(target, head, PROMPT, max_tokens=4, k=2)
         assert isinstance(caught.value.__cause__, DraftError)
+
+
+@pytest.fixture
+def block_base(tmp_path):
+    """A fabricated GGUF base whose matrices and tied lm_head are in int8-kernel blocks: the
+    base a trained head drafts through the compiled chain on."""
+    pytest.importorskip("numba")
+    from onebit.gguf import load_gguf
+    from onebit.gguf.fabricate import fabricate_gguf
+
+    def make(matrix_type):
+        path = tmp_path / f"base-{matrix_type}.gguf"
+        fabricate_gguf(path, "llama", matrix_type=matrix_type, hidden=64, vocab=300, ffn=96)
+        return load_gguf(path, kernel="int8")
+    return make
+
+
+def _prefilled(base, heads):
+    base.reset()
+    base.verify(PROMPT, 0)
+    base.commit_verify(len(PROMPT))
+    for head in heads:
+        head.reset()
+        head.commit_rows(PROMPT, base.last_hidden_rows(), len(PROMPT))
+
+
+def chain_reference(head, base, token, k):
+    """The compiled chain's math step by step in NumPy, written apart from it: the head's q8_0
+    products and the base's lm_head block rows through `int8_kernel.block_rows`, norms as the
+    kernel rounds them (x * (1 / sqrt(sum / n + eps)), the sum in index order). Returns the
+    drafts and the first draft's softmax probability."""
+    from onebit.models import int8_kernel
+
+    eps = np.float32(head.eps)
+
+    def rms(x):
+        total = np.float32(0)
+        for v in np.asarray(x, np.float32):
+            total = np.float32(total + v * v)
+        return (x * (np.float32(1) / np.sqrt(total / np.float32(x.size) + eps))).astype(
+            np.float32)
+
+    def product(name, x):
+        return int8_kernel.block_rows(head.products.blocks[name], x[None, :])[0]
+
+    low, mid, high = head._rows
+    lm = base.lm_head_subset_blocks(head.d2t)
+    u = product("fuse", np.concatenate([rms(low), rms(mid), high]))
+    drafts, first, x = [], None, token
+    inter = head.intermediate
+    for _ in range(k):
+        e = np.asarray(base.embed_row(x), np.float32)
+        z = product("into", np.concatenate([rms(u), rms(e)]))
+        gu = product("gate_up", rms(z))
+        act = (gu[:inter] / (np.float32(1) + np.exp(-gu[:inter])) * gu[inter:]).astype(
+            np.float32)
+        g = z + product("down", act)
+        logits = int8_kernel.block_rows(lm, (rms(g) * head.w_out).astype(np.float32)[None])[0]
+        top = int(np.argmax(logits))
+        if first is None:
+            first = float(1 / np.exp(logits - logits[top]).sum())
+        x = int(head.d2t[top])
+        drafts.append(x)
+        u = g
+    return drafts, first
+
+
+@pytest.mark.parametrize("matrix_type", ["Q8_0", "Q4_1"])
+def test_E1_the_compiled_chain_drafts_what_the_numpy_path_drafts(tmp_path, block_base,
+                                                                  matrix_type):
+    """On a base whose lm_head is in blocks, greedy drafts come from one compiled call
+    (onebit.heads.eagle_kernel). From every token of the vocabulary its chain of 4 drafts is
+    the stated math's, computed apart step by step (`chain_reference`), and its first
+    draft's probability agrees to 1e-4 (the SiLU's exp is the only rounding that differs);
+    the first draft is also the NumPy path's (whose norms round otherwise: along a chain of
+    random weights that grows into a rare near-tie flipped, so only draft 1 is compared)."""
+    base = block_base(matrix_type)
+    made = fabricate_eagle(tmp_path / "eagle", base, intermediate=64, draft_vocab=120, seed=5)
+    config, tensors = load_eagle(made)
+    fast = EagleHead(config, tensors, base, compiled=True)
+    slow = EagleHead(config, tensors, base, compiled=False)
+    assert fast.chain is not None and slow.chain is None
+    _prefilled(base, (fast, slow))
+    for token in range(base.vocab_size):
+        got = fast.propose(token, len(PROMPT), 4, None)
+        drafts, first = chain_reference(fast, base, token, 4)
+        assert got == drafts, f"from token {token}"
+        assert abs(fast.confidence[0] - first) <= 1e-4, f"from token {token}"
+        assert got[0] == slow.propose(token, len(PROMPT), 1, None)[0], f"from token {token}"
+
+
+def test_E1_the_compiled_chain_stops_where_the_policy_says(tmp_path, block_base):
+    """`stop_below` ends the compiled chain after the first draft less sure than it: its
+    drafts are its own uncut chain's, cut there."""
+    base = block_base("Q8_0")
+    made = fabricate_eagle(tmp_path / "eagle", base, intermediate=64, draft_vocab=120, seed=5)
+    config, tensors = load_eagle(made)
+    head = EagleHead(config, tensors, base, compiled=True)
+    _prefilled(base, (head,))
+    cut = 0
+    for token in range(0, base.vocab_size, 7):
+        head.stop_below = 0.0
+        full = head.propose(token, len(PROMPT), 4, None)
+        sure = list(head.confidence)
+        threshold = float(np.median(sure))
+        head.stop_below = threshold
+        got = head.propose(token, len(PROMPT), 4, None)
+        expected = next((i + 1 for i, s in enumerate(sure) if s < threshold), len(full))
+        assert got == full[:expected]
+        assert len(head.confidence) == expected
+        cut += expected < len(full)
+    assert cut, "no chain was cut: the test proves nothing"
+
+
+def test_E1_a_compiled_chain_is_refused_where_it_cannot_run(target, head_dir):
+    """Asking for the compiled chain on a base whose lm_head is not in int8-kernel blocks (a
+    float checkpoint) is refused at construction, not silently drafted another way; by
+    default such a base drafts through the NumPy path."""
+    config, tensors = load_eagle(head_dir)
+    with pytest.raises(ValueError, match="compiled chain"):
+        EagleHead(config, tensors, target, compiled=True)
+    assert EagleHead(config, tensors, target).chain is None
