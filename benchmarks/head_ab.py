@@ -73,7 +73,7 @@ def main() -> None:
 
     from onebit.heads import NgramHead
     from onebit.heads.eagle import load_head
-    from onebit.heads.policy import PolicyHead
+    from onebit.heads.policy import CONFIDENCE_BINS, PolicyHead
     from onebit.text.generate import auto_head, trained_head
     from onebit.text.load import load_text_model
 
@@ -105,8 +105,12 @@ def main() -> None:
               {n: f"{c * 1e3:.2f} ms" for n, c in sorted(policy.cost.items())},
               f"head {policy.head_cost() * 1e3:.2f} ms a proposal,",
               f"rounds sending 0, 1, 2.. drafts {np.bincount(policy.sent).tolist()}")
-    print("trained+policy: acceptance per confidence bin",
-          [round(float(x), 2) for x in arms["trained+policy"][0].bin_acceptance()])
+    policy = arms["trained+policy"][0]
+    print("trained+policy: per confidence bin (edges "
+          f"{', '.join(str(e) for e in CONFIDENCE_BINS)}): acceptance",
+          [round(float(x), 2) for x in policy.bin_acceptance()],
+          "share of first drafts", [round(float(x), 2)
+                                    for x in policy.first_bins / policy.first_bins.sum()])
 
 
 if __name__ == "__main__":
