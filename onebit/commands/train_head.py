@@ -33,6 +33,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "<file>-<sha256 prefix>, where generate finds it)")
     parser.add_argument("--prompts", type=positive("--prompts"), default=d.prompts,
                         help=f"training prompts the base answers (default {d.prompts})")
+    parser.add_argument("--word-prompts", type=int, default=d.word_prompts,
+                        help=f"more prompts, each around a word of the base's vocabulary "
+                        f"(default {d.word_prompts}; 0: none)")
     parser.add_argument("--held-out", type=positive("--held-out"), default=d.held_out,
                         help=f"held-out prompts (written apart from the training ones) the "
                         f"acceptance is measured on (default and most: {d.held_out})")
@@ -66,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
     from onebit.train.recipe import Recipe, train_head
 
     try:
-        recipe = Recipe(prompts=args.prompts, held_out=args.held_out, max_tokens=args.max_tokens,
+        recipe = Recipe(prompts=args.prompts, word_prompts=args.word_prompts,
+                        held_out=args.held_out, max_tokens=args.max_tokens,
                         draft_vocab=args.draft_vocab, intermediate=args.intermediate,
                         epochs=args.epochs, seed=args.seed, threads=args.threads)
         recipe.check()

@@ -10,6 +10,10 @@ often. None of them is a prompt of benchmarks/ (the benchmark measures text the 
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Callable
+
+_WORD = re.compile(r" [a-z]{5,12}")
 
 ADVICE = [
     "Give me some tips for {}.", "How can I get better at {}?", "What should I know before {}?",
@@ -214,6 +218,41 @@ def chat_prompts(seed: int = 0) -> list[str]:
 
 #: Held out: prompts written apart from the forms and subjects above, so the acceptance
 #: measured on them says how the head does on requests unlike those it was trained on.
+#: request forms around one word of the base's own vocabulary (`word_prompts`)
+WORD_FORMS = [
+    "Write a short paragraph about {}.", "Tell me something interesting about {}.",
+    "Give me three facts about {}.", "Write a short story in which {} matters.",
+    "Explain {} to a ten-year-old.", "Write a short email that mentions {}.",
+    "What should a beginner know about {}?", "Describe {} in a few sentences.",
+]
+
+
+def vocabulary_words(decode: Callable[[list[int]], str], vocab_size: int) -> list[str]:
+    """The whole lowercase words of 5 to 12 letters that the tokenizer spells as one token
+    after a space, taken from ids 1000 .. 20000 (past the bytes and the shortest merges, before
+    the rarest), in id order: subjects for `word_prompts`. `decode(ids) -> str` is the base's
+    tokenizer's. A few are pieces of longer words; the base answers those too."""
+    words = []
+    for i in range(min(1000, vocab_size), min(20000, vocab_size)):
+        text = decode([i])
+        if _WORD.fullmatch(text):
+            words.append(text[1:])
+    return words
+
+
+def word_prompts(words: list[str], n: int, seed: int = 0) -> list[str]:
+    """`n` prompts, each a `WORD_FORMS` form around a different word of `words` (shuffled with
+    `seed`; the forms in turn). The crossed prompts above repeat their few hundred subjects
+    across forms; these bring a new subject each: measured, answers on more subjects carry
+    further to prompts unlike the training ones than more answers on the same ones
+    (docs/heads.md)."""
+    if n > len(words):
+        raise ValueError(f"{n} word prompts asked for; the vocabulary gives {len(words)} words")
+    picked = list(words)
+    random.Random(seed).shuffle(picked)
+    return [WORD_FORMS[i % len(WORD_FORMS)].format(w) for i, w in enumerate(picked[:n])]
+
+
 HELD_OUT = [
     "My sourdough starter smells like nail polish. Is that normal?",
     "Can you help me name my new bakery?",

@@ -1,9 +1,10 @@
 """`train_head`: the whole recipe, from a base file to a head directory under
 `$ONEBIT_HOME/heads/`: distil, choose the draft vocabulary, fit, measure, save.
 
-1. The base answers `prompts` training prompts and `held_out` of the held-out ones
-   (`prompts.HELD_OUT`, written apart from the training forms and subjects) greedily
-   (onebit.train.data.distil).
+1. The base answers `prompts` training prompts, `word_prompts` prompts around words of its
+   own vocabulary (`prompts.word_prompts`: a new subject each) and `held_out` of the
+   held-out ones (`prompts.HELD_OUT`, written apart from the training forms and subjects)
+   greedily (onebit.train.data.distil).
 2. The draft vocabulary is the `draft_vocab` tokens the base uses most in the training answers.
 3. The head is fitted (onebit.train.fit) for `epochs` epochs, seeded, on torch's CPU threads.
 4. Acceptance on the held-out answers, per chain position, is measured with the head's greedy
@@ -27,7 +28,7 @@ from onebit.heads.eagle import (
     save_eagle,
 )
 from onebit.train import data, fit
-from onebit.train.prompts import HELD_OUT, chat_prompts
+from onebit.train.prompts import HELD_OUT, chat_prompts, vocabulary_words, word_prompts
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Recipe:
     (docs/heads.md): 880 prompts, where 352 took 8 and held out 3 points less acceptance."""
 
     prompts: int = 880
+    word_prompts: int = 440  # prompts around words of the base's vocabulary (prompts.py)
     held_out: int = 32
     max_tokens: int = 160
     draft_vocab: int = 8192
@@ -56,6 +58,9 @@ class Recipe:
                 or not 1 <= self.held_out <= len(HELD_OUT)):
             raise ValueError(f"held_out must be in [1, {len(HELD_OUT)}] (the held-out prompts), "
                              f"got {self.held_out!r}")
+        if (isinstance(self.word_prompts, bool) or not isinstance(self.word_prompts, int)
+                or self.word_prompts < 0):
+            raise ValueError(f"word_prompts must be an integer >= 0, got {self.word_prompts!r}")
         if self.prompts > len(chat_prompts()):
             raise ValueError(f"prompts is {self.prompts}; the prompt set holds "
                              f"{len(chat_prompts())}")
@@ -92,7 +97,11 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
     torch.set_num_threads(recipe.threads)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    prompts = chat_prompts(recipe.seed)[: recipe.prompts] + HELD_OUT[: recipe.held_out]
+    words = vocabulary_words(model.tokenizer.decode, model.vocab_size) if recipe.word_prompts \
+        else []
+    prompts = (chat_prompts(recipe.seed)[: recipe.prompts]
+               + word_prompts(words, recipe.word_prompts, recipe.seed)
+               + HELD_OUT[: recipe.held_out])
     taps = default_taps(model.layer_count)
     bar = progress("distil", len(prompts)) if progress else None
     sequences = data.distil(model, prompts, max_tokens=recipe.max_tokens, taps=taps,

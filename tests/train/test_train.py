@@ -124,3 +124,24 @@ def test_fitting_learns_and_the_saved_head_drafts_as_it_did_in_torch(target, tmp
             chain.append(int(d2t[pick]))
             u, tok = g, np.array([d2t[pick]])
     assert drafted == chain
+
+
+def test_word_prompts_bring_a_new_subject_each():
+    """The prompts around the base's vocabulary: whole lowercase words the tokenizer spells
+    as one token after a space, each prompt a different word, the forms in turn, the same
+    list for the same seed and another for another seed; asking for more than the words
+    give is refused by number."""
+    from onebit.train.prompts import WORD_FORMS, vocabulary_words, word_prompts
+
+    vocab = {1000 + i: w for i, w in enumerate([" apple", " Bread", " cat", " garden", " 12345",
+                                                " sunshine", "river", " lighthouse"])}
+    words = vocabulary_words(lambda ids: vocab.get(ids[0], " x"), 1008)
+    assert words == ["apple", "garden", "sunshine", "lighthouse"]
+    made = word_prompts(words, 4, seed=0)
+    used = [next(w for w in words if w in p) for p in made]
+    assert sorted(used) == sorted(words)  # a different word each
+    assert [p.replace(w, "{}") for p, w in zip(made, used, strict=True)] == WORD_FORMS[:4]
+    assert word_prompts(words, 4, seed=0) == made
+    assert word_prompts(words, 4, seed=1) != made
+    with pytest.raises(ValueError, match="5 word prompts"):
+        word_prompts(words, 5)

@@ -36,12 +36,13 @@ def onebit(*args, home):
 
 
 def test_train_head_saves_a_head_that_generate_finds_and_drafts_with(home):
-    """A 6-prompt, 1-epoch training run prints the head's directory (under $ONEBIT_HOME/heads,
-    named by the file and its sha256) and the acceptance lines; config.json names the base's
-    sha256 and records the held-out acceptance; generate with --head trained and auto prints
-    the same text as --head none, and an acceptance field."""
-    done = onebit("train-head", "--prompts", "6", "--held-out", "2", "--epochs", "1",
-                  "--max-tokens", "24", "--draft-vocab", "2048", home=home)
+    """A 6-prompt (and 2 word-prompt), 1-epoch training run prints the head's directory
+    (under $ONEBIT_HOME/heads, named by the file and its sha256) and the acceptance lines;
+    config.json names the base's sha256 and records the held-out acceptance and the recipe;
+    generate with --head trained and auto prints the same text as --head none, and an
+    acceptance field."""
+    done = onebit("train-head", "--prompts", "6", "--word-prompts", "2", "--held-out", "2",
+                  "--epochs", "1", "--max-tokens", "24", "--draft-vocab", "2048", home=home)
     assert done.returncode == 0, done.stderr
     path = done.stdout.strip().splitlines()[-1]
     assert path.startswith(str(home / "heads" / "SmolLM2-135M-Instruct.Q4_1.gguf-"))
@@ -52,6 +53,7 @@ def test_train_head_saves_a_head_that_generate_finds_and_drafts_with(home):
 
     assert config["base_sha256"] == file_sha256(skip_unless_cached("smollm2"))
     assert len(config["trained"]["acceptance_conditional"]) == 4
+    assert config["trained"]["recipe"]["word_prompts"] == 2
     texts = {}
     for head in ("none", "trained", "auto"):
         run = onebit("generate", "--max-tokens", "24", "--head", head, "Name three colours.",
