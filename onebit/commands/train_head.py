@@ -35,7 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         help=f"training prompts the base answers (default {d.prompts})")
     parser.add_argument("--word-prompts", type=int, default=d.word_prompts,
                         help=f"more prompts, each around a word of the base's vocabulary "
-                        f"(default {d.word_prompts}; 0: none)")
+                        f"(default {d.word_prompts}; docs/heads.md measures 440)")
     parser.add_argument("--held-out", type=positive("--held-out"), default=d.held_out,
                         help=f"held-out prompts (written apart from the training ones) the "
                         f"acceptance is measured on (default and most: {d.held_out})")
