@@ -240,11 +240,7 @@ class DecoderBase:
         tokens only, in their order, through the same kernel as the forward's lm_head (its
         block rows gathered once, here) and `finish_logits`. A draft head with a reduced
         vocabulary scores through it."""
-        ids = np.asarray(token_ids)
-        if (ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu"
-                or ids.min() < 0 or ids.max() >= self.vocab_size):
-            raise ModelInputError(f"lm_head_subset needs a non-empty list of token ids in "
-                                  f"[0, {self.vocab_size})")
+        ids = self._subset_ids(token_ids, "lm_head_subset")
         weight = self._weight(LM_HEAD)
         if isinstance(weight, BlockWeight):
             from onebit.models import int8_kernel
@@ -265,11 +261,20 @@ class DecoderBase:
         """The lm_head's block rows of these tokens, in their order, when its scores are those
         rows' products and nothing more (the lm_head kept in blocks, no `finish_logits` of the
         family's own): what a compiled draft head multiplies by itself. None otherwise."""
+        ids = self._subset_ids(token_ids, "lm_head_subset_blocks")
         weight = self._weight(LM_HEAD)
         if (not isinstance(weight, BlockWeight)
                 or type(self).finish_logits is not DecoderBase.finish_logits):
             return None
-        return _block_rows_of(weight, np.asarray(token_ids, np.int64))
+        return _block_rows_of(weight, ids)
+
+    def _subset_ids(self, token_ids: Sequence[int], where: str) -> np.ndarray:
+        ids = np.asarray(token_ids)
+        if (ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu"
+                or ids.min() < 0 or ids.max() >= self.vocab_size):
+            raise ModelInputError(f"{where} needs a non-empty list of token ids in "
+                                  f"[0, {self.vocab_size})")
+        return ids
 
     # -- checks ----------------------------------------------------------------------------------
 

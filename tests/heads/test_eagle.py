@@ -364,3 +364,15 @@ def test_E1_a_compiled_chain_is_refused_where_it_cannot_run(target, head_dir):
     with pytest.raises(ValueError, match="compiled chain"):
         EagleHead(config, tensors, target, compiled=True)
     assert EagleHead(config, tensors, target).chain is None
+
+
+@pytest.mark.parametrize("ids", [[], [-1], [0, 300], [[1, 2]], [0.5]])
+def test_E2_lm_head_rows_of_bad_ids_are_refused(block_base, ids):
+    """The lm_head rows a compiled head multiplies by are asked for by token id; ids that are
+    not a non-empty list of integers inside the vocabulary get `ModelInputError` naming the
+    call and the range, before anything is gathered."""
+    from onebit.models.errors import ModelInputError
+
+    base = block_base("Q8_0")
+    with pytest.raises(ModelInputError, match=r"lm_head_subset_blocks needs .* \[0, 300\)"):
+        base.lm_head_subset_blocks(ids)
