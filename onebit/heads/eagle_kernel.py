@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from onebit.models import int8_kernel, kernel_cache, vexp
-from onebit.models.blocks import ALIGN, BlockWeight
+from onebit.models.blocks import BlockWeight
 
 _compiled: dict[object, Callable] = {}
 
@@ -46,12 +46,7 @@ def chain_kernel(lm_kind: str) -> Callable:
     f_q8 = int8_kernel.correction_factor(int8_kernel.KIND_IDS["q8_0"])
     f_lm = int8_kernel.correction_factor(int8_kernel.KIND_IDS[lm_kind])
     exp32 = vexp.exp_kernel()
-
-    @njit(nogil=True, inline="always")
-    def aligned_bytes(n):  # pragma: no cover - compiled
-        buf = np.empty(n + ALIGN, np.int8)
-        at = (-buf.ctypes.data) % ALIGN
-        return buf[at:at + n]
+    aligned_bytes = int8_kernel.aligned_bytes_kernel()
 
     @njit(nogil=True, inline="always")
     def rms(src, eps, dst):  # pragma: no cover - compiled

@@ -43,7 +43,7 @@ from collections.abc import Callable
 import numpy as np
 
 from onebit.models import int8_kernel, kernel_cache, kernels, vexp
-from onebit.models.blocks import ALIGN, BlockWeight, aligned
+from onebit.models.blocks import BlockWeight, aligned
 
 _compiled: dict[object, Callable] = {}
 
@@ -223,16 +223,9 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
     f_qkv, f_o, f_gu, f_down = (int8_kernel.correction_factor(int8_kernel.KIND_IDS[k])
                                 for k in kinds)
     exp32 = vexp.exp_kernel()
+    aligned_bytes = int8_kernel.aligned_bytes_kernel()
     parts = kernels._tiled_intrinsics()
     vload, vzero, fma, vsum = parts["vload"], parts["vzero"], parts["fma"], parts["vsum"]
-
-    @njit(nogil=True, inline="always")
-    def aligned_bytes(n):  # pragma: no cover - compiled
-        """int8 [n] starting on a cache line (blocks.ALIGN): the products' 64-byte loads of
-        a quantised row then never cross one."""
-        buf = np.empty(n + ALIGN, np.int8)
-        at = (-buf.ctypes.data) % ALIGN
-        return buf[at:at + n]
 
     @njit(nogil=True, inline="always")
     def norm_row(src, w, eps, dst):  # pragma: no cover - compiled

@@ -166,6 +166,26 @@ def _quantize_kernel(one_row: bool = False) -> Callable:
     return got
 
 
+def aligned_bytes_kernel() -> Callable:
+    """The compiled, inlined `aligned_bytes(n) -> int8 [n]` starting on a cache line
+    (blocks.ALIGN), for compiled callers' quantised rows (the fused stack, the draft head's
+    chain): the products' 64-byte loads of such a row then never cross one."""
+    got = _compiled.get("aligned_bytes")
+    if got is None:
+        from numba import njit
+
+        from onebit.models.blocks import ALIGN
+
+        @njit(nogil=True, inline="always")
+        def aligned_bytes(n):  # pragma: no cover - compiled
+            buf = np.empty(n + ALIGN, np.int8)
+            at = (-buf.ctypes.data) % ALIGN
+            return buf[at:at + n]
+
+        got = _compiled["aligned_bytes"] = aligned_bytes
+    return got
+
+
 def quantize_kernel(one_row: bool = False) -> Callable:
     """The compiled `quantize(x [R, in] float32, xq int8 [R * in], dx [R, in/32],
     sx [R, in/32])` that `quantize_rows` runs, or with `one_row`, `quantize_row(x [in], xq, at,
