@@ -89,6 +89,63 @@ def head_tensors(head, d2t: np.ndarray) -> dict[str, np.ndarray]:
             "d2t": np.asarray(d2t, np.int64)}
 
 
+@dataclass
+class Fitted:
+    """A head fitted by `fit_head`, with its draft vocabulary and what was measured."""
+
+    head: object  # the torch head (fit.torch_head), its `d2t` set
+    d2t: np.ndarray
+    report: fit.FitReport
+    coverage: float  # the share of the held-out answers' tokens the draft vocabulary holds
+    seconds: float  # the fit's wall time
+
+
+def fit_head(model, train_s, held_s, recipe: Recipe, *, d2t: np.ndarray | None = None,
+             progress=None) -> Fitted:
+    """Steps 2 to 4 of the recipe on sequences already distilled (`data.distil`): the draft
+    vocabulary (`d2t`, by default chosen from `train_s`), a head fitted to `train_s`, its
+    acceptance on `held_s`."""
+    import torch
+
+    recipe.check()
+    torch.set_num_threads(recipe.threads)
+    if d2t is None:
+        d2t = data.draft_vocabulary(train_s, min(recipe.draft_vocab, model.vocab_size),
+                                    model.vocab_size)
+    cover = data.coverage(held_s, d2t)
+    lm_rows = np.asarray(model.weights.get(model.weights.lm_head_name())[d2t], np.float32)
+    # the output norm starts as the base's final norm weight: final_norm(1) = w / sqrt(1 + eps)
+    eps = float(model.config.rms_norm_eps)
+    ones = np.ones((1, model.hidden_size), np.float32)
+    out_norm = np.asarray(model.final_norm(ones)[0] * np.sqrt(1.0 + eps), np.float32)
+    cache: dict[int, np.ndarray] = {}
+
+    def embed(ids: np.ndarray) -> np.ndarray:
+        rows = []
+        for t in np.asarray(ids).tolist():
+            row = cache.get(t)
+            if row is None:
+                row = cache[t] = np.asarray(model.embed_row(t), np.float32)
+            rows.append(row)
+        return np.stack(rows)
+
+    train = fit.samples_of(train_s, d2t, model.vocab_size)
+    held = fit.samples_of(held_s, d2t, model.vocab_size)
+    head = fit.torch_head(model.hidden_size, recipe.intermediate, lm_rows, out_norm,
+                          eps=model.config.rms_norm_eps, seed=recipe.seed)
+    head.d2t = d2t
+    steps = recipe.epochs * -(-len(train) // recipe.batch)
+    bar = progress("fit", steps) if progress else None
+    start = time.perf_counter()
+    report = fit.fit(head, train, held, embed, epochs=recipe.epochs, batch=recipe.batch,
+                     lr=recipe.lr, seed=recipe.seed,
+                     on_batch=(lambda d, n, loss: bar.advance(1, f"loss {loss:.2f}"))
+                     if bar else None)
+    if bar:
+        bar.close()
+    return Fitted(head, d2t, report, cover, time.perf_counter() - start)
+
+
 def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path | None = None,
                say: Callable[[str], None] = print, progress=None) -> Trained:
     """Train a head for `model` (loaded from `base_path`) by `recipe`; save it to `out`
@@ -117,42 +174,12 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
     answer_tokens = sum(len(s) - s.answer_start for s in sequences)
     d2t = data.draft_vocabulary(train_s, min(recipe.draft_vocab, model.vocab_size),
                                 model.vocab_size)
-    cover = data.coverage(held_s, d2t)
     say(f"distilled {answer_tokens} answer tokens from {len(prompts)} prompts in "
-        f"{seconds['distil']:.0f} s; the draft vocabulary of {len(d2t)} holds {cover:.1%} of "
-        f"the held-out answers")
-
-    lm_rows = np.asarray(model.weights.get(model.weights.lm_head_name())[d2t], np.float32)
-    # the output norm starts as the base's final norm weight: final_norm(1) = w / sqrt(1 + eps)
-    eps = float(model.config.rms_norm_eps)
-    ones = np.ones((1, model.hidden_size), np.float32)
-    out_norm = np.asarray(model.final_norm(ones)[0] * np.sqrt(1.0 + eps), np.float32)
-    cache: dict[int, np.ndarray] = {}
-
-    def embed(ids: np.ndarray) -> np.ndarray:
-        rows = []
-        for t in np.asarray(ids).tolist():
-            row = cache.get(t)
-            if row is None:
-                row = cache[t] = np.asarray(model.embed_row(t), np.float32)
-            rows.append(row)
-        return np.stack(rows)
-
-    train = fit.samples_of(train_s, d2t, model.vocab_size)
-    held = fit.samples_of(held_s, d2t, model.vocab_size)
-    head = fit.torch_head(model.hidden_size, recipe.intermediate, lm_rows, out_norm,
-                          eps=model.config.rms_norm_eps, seed=recipe.seed)
-    head.d2t = d2t
-    steps = recipe.epochs * -(-len(train) // recipe.batch)
-    bar = progress("fit", steps) if progress else None
-    fitted = time.perf_counter()
-    report = fit.fit(head, train, held, embed, epochs=recipe.epochs, batch=recipe.batch,
-                     lr=recipe.lr, seed=recipe.seed,
-                     on_batch=(lambda d, n, loss: bar.advance(1, f"loss {loss:.2f}"))
-                     if bar else None)
-    if bar:
-        bar.close()
-    seconds["fit"] = time.perf_counter() - fitted
+        f"{seconds['distil']:.0f} s; the draft vocabulary of {len(d2t)} holds "
+        f"{data.coverage(held_s, d2t):.1%} of the held-out answers")
+    fitted = fit_head(model, train_s, held_s, recipe, d2t=d2t, progress=progress)
+    head, report, cover = fitted.head, fitted.report, fitted.coverage
+    seconds["fit"] = fitted.seconds
     seconds["total"] = time.perf_counter() - start
     config = EagleConfig(
         hidden_size=model.hidden_size, intermediate_size=recipe.intermediate,
