@@ -15,6 +15,8 @@ only they are targets.
 
 from __future__ import annotations
 
+import os
+import zipfile
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
@@ -109,3 +111,88 @@ def coverage(sequences: Seq[Sequence], d2t: np.ndarray) -> float:
     inside[d2t] = True
     answers = np.concatenate([s.tokens[s.answer_start:] for s in sequences])
     return float(inside[answers].mean()) if answers.size else 0.0
+
+
+class SequenceFileError(ValueError):
+    """A file of distilled sequences (`save_sequences`) that is not one: names the file and
+    what is wrong with it."""
+
+
+#: the arrays a sequences file holds, with their dtypes
+_FIELDS = {"tokens": np.int64, "lengths": np.int64, "answer_starts": np.int64,
+           "features": np.float16, "top_ids": np.int32, "top_logits": np.float32}
+
+
+def save_sequences(path: str | os.PathLike, sequences: Seq[Sequence]) -> None:
+    """Write `sequences` to one `.npz` file (plain arrays, no pickles), so a benchmark can fit
+    heads on them again without distilling again."""
+    if not sequences:
+        raise ValueError("no sequences to save")
+    np.savez(path, tokens=np.concatenate([s.tokens for s in sequences]).astype(np.int64),
+             lengths=np.array([len(s) for s in sequences], np.int64),
+             answer_starts=np.array([s.answer_start for s in sequences], np.int64),
+             features=np.concatenate([s.features for s in sequences]).astype(np.float16),
+             top_ids=np.concatenate([s.top_ids for s in sequences]).astype(np.int32),
+             top_logits=np.concatenate([s.top_logits for s in sequences]).astype(np.float32))
+
+
+def load_sequences(path: str | os.PathLike, *, vocab_size: int,
+                   hidden_size: int) -> list[Sequence]:
+    """The sequences `save_sequences` wrote, checked against the base they are for: every
+    array present with its dtype and a shape that agrees with the others, token ids inside
+    the vocabulary, every answer start inside its sequence. Pickled objects are refused."""
+    def bad(why: str) -> SequenceFileError:
+        return SequenceFileError(f"{path}: {why}")
+
+    _check_sizes(path, bad)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {name: f[name] for name in _FIELDS if name in f.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise bad(f"not a sequences file ({e})") from e
+    for name, dtype in _FIELDS.items():
+        if name not in arrays:
+            raise bad(f"no {name!r} array")
+        if arrays[name].dtype != dtype:
+            raise bad(f"{name!r} is {arrays[name].dtype}, not {np.dtype(dtype)}")
+    tokens, lengths, starts = arrays["tokens"], arrays["lengths"], arrays["answer_starts"]
+    total = int(tokens.shape[0]) if tokens.ndim == 1 else -1
+    if total < 0 or lengths.ndim != 1 or starts.shape != lengths.shape:
+        raise bad("tokens, lengths and answer_starts must be 1-d, one start per length")
+    if (lengths < 2).any() or int(lengths.sum()) != total:
+        raise bad(f"the lengths (each at least 2) must add up to the {total} tokens")
+    if ((starts < 1) | (starts >= lengths)).any():
+        raise bad("an answer start lies outside its sequence")
+    if total and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise bad(f"a token id lies outside the base's vocabulary of {vocab_size}")
+    for name, shape in (("features", (total, 3, hidden_size)), ("top_ids", (total, TOP)),
+                        ("top_logits", (total, TOP))):
+        if arrays[name].shape != shape:
+            raise bad(f"{name!r} has shape {arrays[name].shape}, not {shape}")
+    ends = np.cumsum(lengths)
+    return [Sequence(tokens[e - n:e], int(a), arrays["features"][e - n:e],
+                     arrays["top_ids"][e - n:e], arrays["top_logits"][e - n:e])
+            for n, e, a in zip(lengths.tolist(), ends.tolist(), starts.tolist(), strict=True)]
+
+
+def _check_sizes(path, bad) -> None:
+    """Refuse, before anything is allocated, an array whose header claims more bytes than the
+    whole file holds (a hostile header would otherwise make NumPy allocate what it claims)."""
+    try:
+        size = os.path.getsize(path)
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise bad(f"{info.filename!r} is compressed (save_sequences stores)")
+                with z.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(member)
+                if int(np.prod(shape, dtype=object)) * dtype.itemsize > size:
+                    raise bad(f"{info.filename!r} claims shape {shape}, more than the file's "
+                              f"{size} bytes")
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        if isinstance(e, SequenceFileError):
+            raise
+        raise bad(f"not a sequences file ({e})") from e

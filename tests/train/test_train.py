@@ -145,3 +145,100 @@ def test_word_prompts_bring_a_new_subject_each():
     assert word_prompts(words, 4, seed=1) != made
     with pytest.raises(ValueError, match="5 word prompts"):
         word_prompts(words, 5)
+
+
+def _sequences(vocab: int = 64, hidden: int = 4):
+    rng = np.random.default_rng(0)
+    out = []
+    for n, start in ((7, 3), (5, 1), (9, 8)):
+        out.append(data.Sequence(rng.integers(0, vocab, n), start,
+                                 rng.standard_normal((n, 3, hidden)).astype(np.float16),
+                                 rng.integers(0, vocab, (n, data.TOP)).astype(np.int32),
+                                 rng.standard_normal((n, data.TOP)).astype(np.float32)))
+    return out
+
+
+def test_saved_sequences_read_back_as_they_were(tmp_path):
+    """`save_sequences` then `load_sequences` gives every sequence back, array for array and
+    answer start for answer start, in order (what head_scaling.py fits on again)."""
+    seqs = _sequences()
+    data.save_sequences(tmp_path / "a.npz", seqs)
+    back = data.load_sequences(tmp_path / "a.npz", vocab_size=64, hidden_size=4)
+    assert len(back) == len(seqs)
+    for a, b in zip(seqs, back, strict=True):
+        assert a.answer_start == b.answer_start
+        for name in ("tokens", "features", "top_ids", "top_logits"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+            assert getattr(a, name).dtype == getattr(b, name).dtype, name
+
+
+def _rewrite(path, **changes):
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays.update(changes)
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"lengths": None}, "no 'lengths' array"),
+    ({"tokens": np.arange(21, dtype=np.int32)}, "'tokens' is int32"),
+    ({"lengths": np.array([7, 5, 8])}, "must add up to the 21 tokens"),
+    ({"answer_starts": np.array([3, 5, 8])}, "answer start lies outside"),
+    ({"answer_starts": np.array([0, 1, 8])}, "answer start lies outside"),
+    ({"tokens": np.full(21, 64)}, "outside the base's vocabulary of 64"),
+    ({"features": np.zeros((21, 3, 5), np.float16)}, r"'features' has shape \(21, 3, 5\)"),
+    ({"top_ids": np.zeros((21, 3), np.int32)}, "'top_ids' has shape"),
+])
+def test_a_damaged_sequences_file_is_refused_by_name(tmp_path, changes, message):
+    """A sequences file is untrusted: a missing array, a wrong dtype, lengths that do not add
+    up, an answer start outside its sequence, a token outside the vocabulary or a feature
+    width that is not the base's each raise SequenceFileError naming the file and the fault."""
+    path = tmp_path / "a.npz"
+    data.save_sequences(path, _sequences())
+    _rewrite(path, **changes)
+    with pytest.raises(data.SequenceFileError, match=message) as e:
+        data.load_sequences(path, vocab_size=64, hidden_size=4)
+    assert str(path) in str(e.value)
+
+
+def test_a_sequences_file_that_claims_too_much_or_carries_pickles_is_refused(tmp_path):
+    """An array header claiming more bytes than the file holds is refused before NumPy
+    allocates what it claims; a compressed member, a pickled object array and a file that is
+    not a zip archive are refused too, each as SequenceFileError."""
+    import zipfile
+
+    path = tmp_path / "a.npz"
+    data.save_sequences(path, _sequences())
+    with zipfile.ZipFile(path) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(21, np.int64))
+    header["shape"] = (10**15,)
+    huge = tmp_path / "huge.npz"
+    with zipfile.ZipFile(huge, "w") as z:
+        for name, raw in members.items():
+            if name == "tokens.npy":
+                import io
+                buf = io.BytesIO()
+                np.lib.format.write_array_header_1_0(buf, header)
+                raw = buf.getvalue() + raw[-21 * 8:]
+            z.writestr(name, raw)
+    with pytest.raises(data.SequenceFileError, match="claims shape"):
+        data.load_sequences(huge, vocab_size=64, hidden_size=4)
+
+    packed = tmp_path / "packed.npz"
+    with zipfile.ZipFile(packed, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, raw in members.items():
+            z.writestr(name, raw)
+    with pytest.raises(data.SequenceFileError, match="compressed"):
+        data.load_sequences(packed, vocab_size=64, hidden_size=4)
+
+    pickled = tmp_path / "pickled.npz"
+    _rewrite(path, tokens=np.array([object()] * 21, dtype=object))
+    path.rename(pickled)
+    with pytest.raises(data.SequenceFileError):
+        data.load_sequences(pickled, vocab_size=64, hidden_size=4)
+
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(data.SequenceFileError, match="not a sequences file"):
+        data.load_sequences(junk, vocab_size=64, hidden_size=4)
