@@ -6,7 +6,7 @@ q4_0 blocks: blocks.BlockWeight.from_q4nx), `Qwen3Model.forward` hands the whole
 `FusedStack.run`: one compiled function walks the layers, and per layer runs
 
     h = norm(x);  [q | k | v] = h W_qkv (+ bias);  q, k = norm per head (Qwen3), RoPE
-    K[pos + i], V[pos + i] = k_i, v_i;  a_i = softmax(q_i K[0 .. pos + i]^T / sqrt(D)) V[..]
+    K[p_i], V[p_i] = k_i, v_i;  a_i = softmax(q_i K[0 .. p_i]^T / sqrt(D)) V[..]
     x += a W_o (+ bias);  h = norm(x);  [g | u] = h W_gu;  x += (silu(g) * u) W_down
 
 with the integer kernel's products (int8_kernel.py: activations quantised once per product
@@ -15,6 +15,11 @@ gate/up rows are stacked into one weight each at load, which changes no output's
 output is its own dot product). What the Python forward spent on dozens of NumPy calls a layer
 (norms, RoPE, the attention's per-row products, the softmax, SiLU) runs here compiled, and a
 token costs one call for the stack, one for the lm_head.
+
+Row i sits at position p_i of sequence s_i: one sequence's rows are at consecutive positions (a
+step, a verify, a prefill: `run`), but rows of several sequences, each with its own K / V cache,
+can share a call (`run_rows`): the weights are then read once for all of them, which is what a
+batch of independent answers (distilling a head's data) needs.
 
 Every value is float32 and computed per row in a fixed order, so a row's bits do not depend on
 the batch (the base contract's B-checks hold bit for bit; tests/forward/test_fused.py):
@@ -38,6 +43,7 @@ The two integer paths differ only by float rounding in the attention and norms.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import numpy as np
@@ -103,9 +109,10 @@ def unfit_reason(model) -> str | None:
 
 
 class FusedStack:
-    """The layer weights of a model, stacked for the compiled stack, and its KV caches."""
+    """The layer weights of a model, stacked for the compiled stack, and the KV caches of
+    `sequences` sequences (one for a model's own stack; `for_sequences` makes more)."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, sequences: int = 1) -> None:
         c, w = model.config, model.weights
         self.model = model
         L, D = c.num_hidden_layers, c.head_dim
@@ -154,7 +161,18 @@ class FusedStack:
         self.o_bias = biases(("o_proj",))
         self.eps = np.float32(c.rms_norm_eps)
         self.parallel = True
+        self.sequences = sequences
         self.reset()
+
+    def for_sequences(self, sequences: int) -> FusedStack:
+        """A stack on the same weights (shared, not copied) with empty caches of its own for
+        `sequences` sequences."""
+        if isinstance(sequences, bool) or not isinstance(sequences, int) or sequences < 1:
+            raise ValueError(f"sequences must be an integer >= 1, got {sequences!r}")
+        other = copy.copy(self)
+        other.sequences = sequences
+        other.reset()
+        return other
 
     @property
     def nbytes(self) -> int:
@@ -165,8 +183,9 @@ class FusedStack:
         L = self.model.config.num_hidden_layers
         Hq, Hkv, D = self.shape
         self.capacity = 64
-        self.keys = np.zeros((L, Hkv, self.capacity, D), np.float32)
-        self.values = np.zeros((L, Hkv, self.capacity, D), np.float32)
+        shape = (self.sequences, L, Hkv, self.capacity, D)
+        self.keys = np.zeros(shape, np.float32)
+        self.values = np.zeros(shape, np.float32)
 
     def ensure_capacity(self, length: int) -> None:
         if length <= self.capacity:
@@ -174,8 +193,8 @@ class FusedStack:
         new = max(length, 2 * self.capacity)
         grown = []
         for cache in (self.keys, self.values):
-            bigger = np.zeros(cache.shape[:2] + (new, cache.shape[3]), np.float32)
-            bigger[:, :, : self.capacity] = cache
+            bigger = np.zeros(cache.shape[:3] + (new, cache.shape[4]), np.float32)
+            bigger[:, :, :, : self.capacity] = cache
             grown.append(bigger)
         keys, values = grown
         self.keys, self.values, self.capacity = keys, values, new
@@ -183,10 +202,34 @@ class FusedStack:
     def run(self, x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray,
             taps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Run every layer on residual rows `x` `[R, H]` (float32, updated in place) at
-        positions pos .. pos+R-1, writing their K / V rows; `(x, tapped [R, len(taps), H])`."""
+        positions pos .. pos+R-1 of the first sequence, writing their K / V rows;
+        `(x, tapped [R, len(taps), H])`."""
+        R = x.shape[0]
+        return self.run_rows(x, pos + np.arange(R, dtype=np.int64), np.zeros(R, np.int64),
+                             cos, sin, taps)
+
+    def run_rows(self, x: np.ndarray, positions: np.ndarray, sequences: np.ndarray,
+                 cos: np.ndarray, sin: np.ndarray,
+                 taps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """`run` for rows of any sequences: row i at position `positions[i]` of sequence
+        `sequences[i]`, attending to that sequence's positions 0 .. positions[i]. Rows of one
+        sequence come in position order, with every earlier position already written (by an
+        earlier call or an earlier row of this one); `cos` / `sin` cover every position."""
         L = self.model.config.num_hidden_layers
         R = x.shape[0]
-        self.ensure_capacity(pos + R)
+        positions = np.ascontiguousarray(positions, np.int64)
+        sequences = np.ascontiguousarray(sequences, np.int64)
+        if positions.shape != (R,) or sequences.shape != (R,):
+            raise ValueError(f"positions and sequences must be [{R}], one per row; got "
+                             f"{positions.shape} and {sequences.shape}")
+        if R and (positions.min() < 0 or sequences.min() < 0
+                  or sequences.max() >= self.sequences):
+            raise ValueError(f"a row's position is negative or its sequence is not in "
+                             f"[0, {self.sequences})")
+        if R and positions.max() >= cos.shape[0]:
+            raise ValueError(f"position {int(positions.max())} has no RoPE row "
+                             f"({cos.shape[0]} made)")
+        self.ensure_capacity(int(positions.max()) + 1 if R else 0)
         tap_slot = np.full(L, -1, np.int64)
         for n, layer in enumerate(taps):
             tap_slot[layer] = n
@@ -196,7 +239,7 @@ class FusedStack:
         for start, end, kinds in self.runs:
             qkv, o, gu, down = (self.stacks[(start, g)] for g in ("qkv", "o", "gu", "down"))
             stack_kernel(kinds, self.parallel)(
-                x, pos, start, end, tap_slot, tapped,
+                x, positions, sequences, start, end, tap_slot, tapped,
                 self.in_norm, self.post_norm, self.q_norm, self.k_norm, self.eps,
                 *qkv, *o, *gu, *down, table, self.qkv_bias, self.o_bias,
                 cos, sin, self.keys, self.values, Hq, Hkv, D)
@@ -250,7 +293,8 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
             act[i, j] = g / (np.float32(1) + exp32(-g)) * gu[i, inter + j]
         quantize_row(act[i], mq, i * inter, mdx[i], msx[i])
 
-    def stack(x, pos, start, end, tap_slot, tapped, in_norm, post_norm, q_norm, k_norm, eps,
+    def stack(x, row_pos, row_seq, start, end, tap_slot, tapped, in_norm, post_norm, q_norm,
+              k_norm, eps,
               c_qkv, d_qkv, m_qkv, c_o, d_o, m_o, c_gu, d_gu, m_gu, c_dn, d_dn, m_dn,
               table, qkv_bias, o_bias, cos, sin, K, V, Hq, Hkv, D):  # pragma: no cover
         R, H = x.shape
@@ -296,12 +340,12 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                 for i in range(R):
                     for j in range(n_qkv):
                         qkv[i, j] = qkv[i, j] + qkv_bias[layer, j]
-            for i in range(R):  # q, k, v of every row; K / V rows written at pos + i
-                t_i = pos + i
+            for i in range(R):  # q, k, v of every row; K / V rows written at its position
+                t_i, s_i = row_pos[i], row_seq[i]
                 for hh in range(Hq + 2 * Hkv):  # q heads, then k heads, then v heads
                     src = qkv[i, hh * D:(hh + 1) * D]
                     if hh < Hq + Hkv:
-                        dst = q[i, hh] if hh < Hq else K[layer, hh - Hq, t_i]
+                        dst = q[i, hh] if hh < Hq else K[s_i, layer, hh - Hq, t_i]
                         if q_norm.shape[1]:
                             norm_row(src, q_norm[layer] if hh < Hq else k_norm[layer], eps,
                                      dst)
@@ -313,15 +357,17 @@ def stack_kernel(kinds: tuple[str, str, str, str], parallel: bool) -> Callable:
                             dst[j] = x1 * cos[t_i, j] - x2 * sin[t_i, j]
                             dst[j + half] = x2 * cos[t_i, j] + x1 * sin[t_i, j]
                     else:
-                        vt = V[layer, hh - Hq - Hkv, t_i]
+                        vt = V[s_i, layer, hh - Hq - Hkv, t_i]
                         for d in range(D):
                             vt[d] = src[d]
-            # Row i attends to positions 0 .. pos+i, exactly as a step there would; the rows
-            # and heads are independent, so they are split over threads.
+            # Row i attends to its sequence's positions 0 .. p_i, exactly as a step there
+            # would; the rows and heads are independent, so they are split over threads.
             for task in prange(R * Hq):
                 i, head = task // Hq, task % Hq
-                n = pos + i + 1
-                kh, vh, qh = K[layer, head // group], V[layer, head // group], q[i, head]
+                n = row_pos[i] + 1
+                s_i = row_seq[i]
+                kh, vh = K[s_i, layer, head // group], V[s_i, layer, head // group]
+                qh = q[i, head]
                 scores = np.empty(n, np.float32)
                 top = np.float32(-np.inf)
                 for t in range(n):

@@ -168,6 +168,33 @@ class Qwen3Model(DecoderBase):
         logits = self._linear(LM_HEAD, self.head_rows(hidden))
         return Pass(list(tokens), pos, logits, hidden, tapped, [])
 
+    # -- several sequences at once (the compiled stack only) -----------------------------------
+
+    def sequence_stack(self, sequences: int):
+        """A compiled stack on this model's weights (shared) with KV caches of its own for
+        `sequences` independent sequences, for `sequence_rows`; None where this model runs
+        no compiled stack. The model's own state is not touched."""
+        return None if self._fused is None else self._fused.for_sequences(sequences)
+
+    def sequence_rows(self, stack, tokens, positions, sequences, *,
+                      logits_of: np.ndarray | None = None, taps: tuple[int, ...] = ()):
+        """Rows of several sequences in one pass over the weights: token i at `positions[i]`
+        of sequence `sequences[i]` of `stack` (`sequence_stack`), its K / V written there.
+        Returns `(logits, hidden, tapped)`: the lm_head's logits of the rows `logits_of`
+        picks (default all), every row's final-normed hidden row `[R, H]` and the outputs of
+        the `taps` layers `[R, len(taps), H]`. Each row's bits are those a step of that
+        sequence alone gives (the stack's rows are independent of the batch)."""
+        positions = np.asarray(positions, np.int64)
+        x = np.stack([np.asarray(self.weights.embedding_row(t), dtype=np.float32)
+                      for t in tokens])
+        if len(positions):
+            self._rope_table(int(positions.max()) + 1)
+        x, tapped = stack.run_rows(x, positions, sequences, self._rope_cos, self._rope_sin,
+                                   tuple(taps))
+        hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
+        rows = hidden if logits_of is None else hidden[logits_of]
+        return self._linear(LM_HEAD, self.head_rows(rows)), hidden, tapped
+
     def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
         gate = self._linear(p + "mlp.gate_proj.weight", h)
         up = self._linear(p + "mlp.up_proj.weight", h)

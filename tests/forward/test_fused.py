@@ -200,3 +200,55 @@ def test_threads_kernel_follows_set_num_threads():
                           text=True, timeout=300, env={**os.environ, "NUMBA_NUM_THREADS": "3"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[1,", "2,", "3]"]
+
+
+def test_rows_of_several_sequences_are_each_sequences_own(made):
+    """`sequence_rows`: rows of three sequences in one pass, at their own positions, their
+    prompts prefilled in interleaved calls, one of them past the 64 positions the caches start
+    with: every row's logits equal, bit for bit, the model's own steps of that sequence alone
+    at that position; and the model's own cache is not touched."""
+    model = load_gguf(made("llama", "Q4_1"), kernel="int8")
+    rng = np.random.default_rng(0)
+    seqs = [list(rng.integers(0, model.vocab_size, n)) for n in (5, 70, 12)]
+    want = []
+    for seq in seqs:  # each sequence alone, stepped
+        model.reset()
+        want.append([model.step(int(t), p).copy() for p, t in enumerate(seq)])
+    model.reset()
+    model.step(3, 0)
+    after = model.step(5, 1).copy()  # what the model's own next step gives
+    model.reset()
+    model.step(3, 0)
+    stack = model.sequence_stack(3)
+    fed = [0, 0, 0]
+    # prefill the first 4 tokens of each in one call per sequence, in turn
+    for s in (1, 0, 2):
+        got = model.sequence_rows(stack, seqs[s][:4], np.arange(4), np.full(4, s))[0]
+        for p in range(4):
+            assert np.array_equal(got[p], want[s][p]), (s, p)
+        fed[s] = 4
+    # then a row of every unfinished sequence per pass, until all are done
+    while any(f < len(seq) for f, seq in zip(fed, seqs, strict=True)):
+        live = [s for s in range(3) if fed[s] < len(seqs[s])]
+        got = model.sequence_rows(stack, [seqs[s][fed[s]] for s in live],
+                                  [fed[s] for s in live], live)[0]
+        for row, s in enumerate(live):
+            assert np.array_equal(got[row], want[s][fed[s]]), (s, fed[s])
+            fed[s] += 1
+    assert np.array_equal(model.step(5, 1), after)  # its own cache was not touched
+
+
+def test_rows_of_sequences_are_checked(made):
+    """A row whose sequence is outside the stack's, a negative position, or position and
+    sequence arrays that are not one per row are refused by name before anything runs."""
+    model = load_gguf(made("llama", "Q4_1"), kernel="int8")
+    stack = model.sequence_stack(2)
+    with pytest.raises(ValueError, match=r"not in \[0, 2\)"):
+        model.sequence_rows(stack, [1], [0], [2])
+    with pytest.raises(ValueError, match="negative"):
+        stack.run_rows(np.zeros((1, 64), np.float32), np.array([-1]), np.array([0]),
+                       model._rope_cos, model._rope_sin, ())
+    with pytest.raises(ValueError, match="one per row"):
+        model.sequence_rows(stack, [1, 2], [0], [0, 1])
+    with pytest.raises(ValueError, match="sequences must be an integer"):
+        model.sequence_stack(0)
