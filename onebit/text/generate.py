@@ -51,6 +51,32 @@ def context_length(model) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
+def model_tokenizer(model, tokenizer=None):
+    """`tokenizer`, else the model's own; a clear error where there is neither."""
+    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tok is None:
+        raise ValueError("the model carries no tokenizer (model.tokenizer): pass tokenizer=")
+    return tok
+
+
+def prompt_ids(model, tokenizer, prompt, max_tokens: int, *, chat: bool | None = None,
+               system: str | None = None) -> tuple[list[int], int]:
+    """The prompt's token ids as `generate` feeds them (the chat template's text, or the text
+    with the tokenizer's own BOS), and `max_tokens` cut to what the model's context leaves.
+    Raises PromptError for a prompt of no tokens or one that fills the context."""
+    text, from_template = prompt_text(tokenizer, prompt, chat=chat, system=system)
+    ids = tokenizer.encode(text, add_special_tokens=not from_template)
+    if not ids:
+        raise PromptError("the prompt is empty: it encodes to no tokens")
+    limit = context_length(model)
+    if limit is not None and len(ids) >= limit:
+        raise PromptError(f"the prompt is {len(ids)} tokens; the model's context is {limit}, "
+                          "which leaves no room to generate")
+    if limit is not None:
+        max_tokens = min(max_tokens, limit - len(ids))
+    return ids, max_tokens
+
+
 def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None) -> tuple[str, bool]:
     """The text to tokenize and whether it came from the chat template (whose text carries its
     own BOS, so the tokenizer adds none)."""
@@ -192,19 +218,8 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     """
     from onebit.loop import run
 
-    tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
-    if tok is None:
-        raise ValueError("the model carries no tokenizer (model.tokenizer): pass tokenizer=")
-    text, from_template = prompt_text(tok, prompt, chat=chat, system=system)
-    ids = tok.encode(text, add_special_tokens=not from_template)
-    if not ids:
-        raise PromptError("the prompt is empty: it encodes to no tokens")
-    limit = context_length(model)
-    if limit is not None and len(ids) >= limit:
-        raise PromptError(f"the prompt is {len(ids)} tokens; the model's context is {limit}, "
-                          "which leaves no room to generate")
-    if limit is not None:
-        max_tokens = min(max_tokens, limit - len(ids))
+    tok = model_tokenizer(model, tokenizer)
+    ids, max_tokens = prompt_ids(model, tok, prompt, max_tokens, chat=chat, system=system)
     if head == "auto" and sampling is not None and not _greedy(sampling) and (
             seed is not None or rng is not None):
         # a seed promises the same text again; the policy's draft lengths follow its clock,

@@ -48,8 +48,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("draft heads", (
         "onebit.heads.*",)),
     ("text through the loop, the tools, the server, training", (
-        "onebit.text.generate", "onebit.text.load", "onebit.tools.*", "onebit.serve.*",
-        "onebit.train.*")),
+        "onebit.text.generate", "onebit.text.answers", "onebit.text.load", "onebit.tools.*",
+        "onebit.serve.*", "onebit.train.*")),
     ("onebit's facade", (
         "onebit",)),
     ("the harness's core: the contract core, assertions, doubles, MODULE:FUNC specs", (
