@@ -42,6 +42,16 @@ class Sequence:
         return int(self.tokens.shape[0])
 
 
+def top_of(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The TOP likeliest tokens of each row of logits and their logits, best first (ties in
+    logit: the order argsort's stable sort gives the partition's), `[n, TOP]` each."""
+    top = np.argpartition(-rows, TOP, axis=1)[:, :TOP]
+    vals = np.take_along_axis(rows, top, axis=1)
+    order = np.argsort(-vals, axis=1, kind="stable")
+    return (np.take_along_axis(top, order, axis=1).astype(np.int32),
+            np.take_along_axis(vals, order, axis=1).astype(np.float32))
+
+
 def features_of(model, tokens: Seq[int], taps: tuple[int, int]):
     """For each position of `tokens`: `[T, 3, H]` float32, the two tapped layers' outputs and
     the final-normed hidden row; and the base's TOP likeliest next tokens with their logits
@@ -56,11 +66,9 @@ def features_of(model, tokens: Seq[int], taps: tuple[int, int]):
         rows = model.verify(chunk, pos)
         model.commit_verify(len(chunk))
         hidden.append(model.last_hidden_rows())
-        top = np.argpartition(-rows, TOP, axis=1)[:, :TOP]
-        vals = np.take_along_axis(rows, top, axis=1)
-        order = np.argsort(-vals, axis=1, kind="stable")
-        ids.append(np.take_along_axis(top, order, axis=1).astype(np.int32))
-        logits.append(np.take_along_axis(vals, order, axis=1).astype(np.float32))
+        top_ids, top_logits = top_of(rows)
+        ids.append(top_ids)
+        logits.append(top_logits)
     tapped = model.tapped_rows()  # [T, 2, H]
     model.reset()
     feats = np.concatenate([tapped, np.concatenate(hidden)[:, None, :]], axis=1)
@@ -75,20 +83,45 @@ def sequence_of(model, tokens: Seq[int], answer_start: int, taps: tuple[int, int
 
 
 def distil(model, prompts: Seq[str], *, max_tokens: int, taps: tuple[int, int],
-           on_prompt: Callable[[int, int], None] | None = None) -> list[Sequence]:
-    """The base's greedy answer to each prompt, with its features. `on_prompt(i, answer
-    length)` is told after each prompt (the progress bar)."""
-    from onebit.text.generate import generate
+           on_prompt: Callable[[int, int], None] | None = None,
+           at_once: int = 8) -> list[Sequence]:
+    """The base's greedy answer to each prompt, with its features, in prompt order.
 
-    out = []
-    for i, prompt in enumerate(prompts):
-        gen = generate(model, prompt, max_tokens=max_tokens)
-        answer = [int(t) for t in gen.result.tokens]
-        tokens = [int(t) for t in gen.prompt_ids] + answer
-        out.append(sequence_of(model, tokens, len(gen.prompt_ids), taps))
+    The answers are `generate`'s greedy ones. On a model with the compiled stack, `at_once`
+    of them are decoded side by side (`onebit.text.answers.greedy_answers`: one pass of the
+    weights for all), and each position's rows are kept as the pass computes them: the same
+    bits a prefill of the whole sequence gives (rows do not depend on the batch), without
+    running it. Elsewhere each answer is decoded alone and then prefilled (`sequence_of`).
+    `on_prompt(i, answer length)` is told as each prompt's answer is done (the progress
+    bar)."""
+    from onebit.text.answers import greedy_answers
+
+    out: list[Sequence | None] = [None] * len(prompts)
+    if getattr(model, "sequence_stack", None) is None or model.sequence_stack(1) is None:
+        for i, answer in enumerate(greedy_answers(model, prompts, max_tokens=max_tokens)):
+            out[i] = sequence_of(model, answer.prompt_ids + answer.tokens,
+                                 len(answer.prompt_ids), taps)
+            if on_prompt is not None:
+                on_prompt(i, len(answer.tokens))
+        return out  # type: ignore[return-value]
+
+    kept: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
+
+    def rows(i: int, first: int, logits, hidden, tapped) -> None:
+        top_ids, top_logits = top_of(logits)
+        feats = np.concatenate([tapped, hidden[:, None, :]], axis=1).astype(np.float16)
+        kept.setdefault(i, []).append((feats, top_ids, top_logits))
+
+    def done(i: int, answer) -> None:
+        feats, ids, logits = (np.concatenate(part) for part in zip(*kept.pop(i), strict=True))
+        tokens = np.asarray(answer.prompt_ids + answer.tokens, np.int64)
+        out[i] = Sequence(tokens, len(answer.prompt_ids), feats, ids, logits)
         if on_prompt is not None:
-            on_prompt(i, len(answer))
-    return out
+            on_prompt(i, len(answer.tokens))
+
+    greedy_answers(model, prompts, max_tokens=max_tokens, batch=at_once, on_answer=done,
+                   on_rows=rows, taps=tuple(taps))
+    return out  # type: ignore[return-value]
 
 
 def draft_vocabulary(sequences: Seq[Sequence], size: int, vocab_size: int) -> np.ndarray:
