@@ -33,8 +33,8 @@ from onebit.train.prompts import HELD_OUT, chat_prompts, vocabulary_words, word_
 
 @dataclass
 class Recipe:
-    """What `train_head` does; the defaults took 17 minutes on the development box's two cores
-    (docs/heads.md): 880 prompts, where 352 took 8 and held out 3 points less acceptance."""
+    """What `train_head` does; the defaults took 10 min 32 s on the development box's two
+    cores (docs/heads.md): 880 prompts, where 352 held out 3 points less acceptance."""
 
     prompts: int = 880
     # prompts around words of the base's vocabulary (prompts.py): 440 of them held out 0.6
