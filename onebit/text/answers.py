@@ -35,6 +35,16 @@ class Answer:
     tokens: list[int]
 
 
+@dataclass
+class _Slot:
+    """A sequence slot's prompt, its answer so far and its budget."""
+
+    prompt: int
+    answer: list[int]
+    budget: int
+    tail: bool = False  # the answer is done; its last token's row is still to be seen
+
+
 def greedy_answers(model, prompts: Sequence, *, max_tokens: int, batch: int = 8,
                    on_answer: Callable[[int, Answer], None] | None = None,
                    on_rows: Callable[[int, int, np.ndarray, np.ndarray, np.ndarray], None]
@@ -77,16 +87,9 @@ def greedy_answers(model, prompts: Sequence, *, max_tokens: int, batch: int = 8,
     observe = on_rows is not None
     waiting = list(range(len(prompts)))[::-1]  # popped from the end: prompt order
 
-    @dataclass
-    class Slot:
-        prompt: int
-        answer: list[int]
-        budget: int
-        tail: bool = False  # the answer is done; its last token's row is still to be seen
+    slots: list[_Slot | None] = [None] * stack.sequences
 
-    slots: list[Slot | None] = [None] * stack.sequences
-
-    def done(slot: Slot) -> bool:
+    def done(slot: _Slot) -> bool:
         return slot.answer[-1] in stops or len(slot.answer) >= slot.budget
 
     def fill(n: int) -> None:
@@ -100,7 +103,7 @@ def greedy_answers(model, prompts: Sequence, *, max_tokens: int, batch: int = 8,
                 logits_of=None if observe else np.array([rows - 1]))
             if observe:
                 on_rows(i, 0, logits, hidden, tapped)
-            slot = Slot(i, [int(np.argmax(logits[-1]))], budget)
+            slot = _Slot(i, [int(np.argmax(logits[-1]))], budget)
             if not done(slot):
                 slots[n] = slot
                 return
