@@ -119,6 +119,15 @@ def onebit_loop(request: pytest.FixtureRequest):
     return _loop_option(request.config)
 
 
+@pytest.fixture(scope="session")
+def onebit_make_engine(onebit_loop):
+    """The batched engine the batch contract (`BatchContract`, M1..M6) holds by default:
+    onebit's `BatchEngine`, its sequences decoded by the loop under test (`onebit_loop`)."""
+    from pytest_onebit.batch.runner import onebit_batch_engine
+
+    return onebit_batch_engine(onebit_loop)
+
+
 @pytest.fixture
 def onebit_toy_base():
     """Factory: `onebit_toy_base(vocab_size=64, hidden=16, max_batch_rows=8,

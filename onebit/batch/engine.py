@@ -173,10 +173,12 @@ class BatchEngine:
     """Sequences over `rows` (a `BatchRows`, or a model with the compiled stack and `slots`
     given). `max_rows`: the most rows a pass runs; `chunk`: the most rows one call of a
     sequence posts (its prefill chunk, the widest verify); `queue`: the most sequences waiting
-    for a slot; `context`: the most positions a slot holds (default: the base's own limit)."""
+    for a slot; `context`: the most positions a slot holds (default: the base's own limit);
+    `run`: the loop each sequence runs (default `onebit.run`)."""
 
     def __init__(self, rows, *, slots: int | None = None, max_rows: int = 64, chunk: int = 32,
-                 queue: int = 64, context: int | None = None) -> None:
+                 queue: int = 64, context: int | None = None,
+                 run: Callable | None = None) -> None:
         if not isinstance(rows, BatchRows):
             rows = StackRows(rows, slots if slots is not None else 8)
         elif slots is not None and slots != rows.slots:
@@ -196,6 +198,7 @@ class BatchEngine:
             raise ValueError(f"context must be an integer in [2, {own or 'inf'}], got "
                              f"{context!r}")
         self.rows = rows
+        self.run = run if run is not None else loop_run  # any loop with onebit.run's signature
         self.max_rows = max_rows
         self.chunk = chunk
         self.queue_limit = queue
@@ -244,10 +247,12 @@ class BatchEngine:
                     f"the prompt ({len(prompt)} tokens) and max_tokens ({request.max_tokens})"
                     f"{f' and k ({request.k})' if request.head else ''} need {need} positions; "
                     f"a slot holds {self.context}")
-            if len(self._running) >= self.slots and len(self._waiting) >= self.queue_limit:
+            free = self.slots - len(self._running)
+            if len(self._waiting) >= free + self.queue_limit:
                 self.stats.refused += 1
-                raise QueueFull(f"all {self.slots} slots are busy and {len(self._waiting)} "
-                                f"requests wait (the queue's limit is {self.queue_limit})")
+                raise QueueFull(f"all {self.slots} slots are taken and {len(self._waiting)} "
+                                f"requests wait for one (the queue's limit is "
+                                f"{self.queue_limit} beyond the free slots)")
             seq = _Seq(self._next_id, request, self.stats.passes)
             seq.request = _copy_prompt(request, prompt)
             self._next_id += 1
@@ -473,7 +478,7 @@ class BatchEngine:
 
         try:
             head = request.head(lambda: seq.charged) if request.head is not None else None
-            result = loop_run(wrapped, head, list(request.prompt), max_tokens=request.max_tokens,
+            result = self.run(wrapped, head, list(request.prompt), max_tokens=request.max_tokens,
                               k=request.k, on_token=on_token, sampling=request.sampling,
                               seed=request.seed)
             seq.stats = result.stats
