@@ -1,9 +1,9 @@
 """pytest_onebit: the harness that proves a speculative decoding loop is exact.
 
 Installing onebit registers the pytest plugin (`pytest_onebit.plugin`). What a test imports:
-the assertions, the test doubles (toy base, oracle heads), the three contracts (loop I1..I13,
-base B1..B8, sampling S1..S4: each a `Contract` of the core, with its `check_*` function and its
-pytest class), the core itself, to declare a fourth, and the holders of compiled loops and
+the assertions, the test doubles (toy base, oracle heads), the four contracts (loop I1..I13,
+base B1..B8, sampling S1..S4, batch M1..M6: each a `Contract` of the core, with its `check_*`
+function and its pytest class), the core itself, to declare a fifth, and the holders of compiled loops and
 bases (C ABI).
 Every name is imported on first use, so loading the plugin costs nothing, and the contract
 (`check_loop`, `onebit prove`) runs without pytest installed.
@@ -42,6 +42,13 @@ _EXPORTS = {
     **dict.fromkeys(("SamplingContractError", "check_sampling"), "pytest_onebit.sampling.runner"),
     "SamplingContract": "pytest_onebit.sampling.suite",
     "assert_distribution_equivalent": "pytest_onebit.sampling.enumeration",
+    **dict.fromkeys(("BATCH", "BATCH_CHECKS"), "pytest_onebit.batch.checks"),
+    **dict.fromkeys(("BatchContractError", "check_batch", "onebit_batch_engine"),
+                    "pytest_onebit.batch.runner"),
+    **dict.fromkeys(("BatchScenario", "SeqSpec", "standard_batch_scenarios"),
+                    "pytest_onebit.batch.scenarios"),
+    "BatchContract": "pytest_onebit.batch.suite",
+    "ToyBatchRows": "pytest_onebit.batch.toy",
     "LibraryError": "pytest_onebit.native.library",
     "native_loop": "pytest_onebit.native.loop",
     "native_base_factory": "pytest_onebit.native.base",
@@ -54,7 +61,8 @@ __all__ = sorted(_EXPORTS)
 if sys.modules.get("pytest") is not None:
     sys.modules["pytest"].register_assert_rewrite(
         "pytest_onebit.contract.assertions", "pytest_onebit.loop.checks",
-        "pytest_onebit.loop.trace", "pytest_onebit.base.checks", "pytest_onebit.sampling.checks")
+        "pytest_onebit.loop.trace", "pytest_onebit.base.checks", "pytest_onebit.sampling.checks",
+        "pytest_onebit.batch.checks")
 
 
 def __getattr__(name: str):

@@ -1,7 +1,8 @@
 """`onebit prove`: hold a loop to the whole contract on the toy base and say so at a glance.
 
 The report has two tables: checks passed / failed per invariant (every standard scenario, then
-the sampling checks S1..S4, not applicable with the reason to a loop that does not sample),
+the sampling checks S1..S4, not applicable with the reason to a loop that does not sample, then
+the batch checks M1..M6 with the loop run by onebit's batched engine on the toy batched base),
 and the cost of each arm of the main grid (round kind x head x k) in base passes.
 """
 
@@ -12,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from onebit.report import Document, Rendered, Table, cols
+from pytest_onebit.batch.checks import BATCH_CHECKS
+from pytest_onebit.batch.runner import check_batch, onebit_batch_engine
 from pytest_onebit.contract.report import Report
 from pytest_onebit.loop.checks import CHECKS
 from pytest_onebit.loop.runner import check_loop
@@ -39,20 +42,22 @@ class ProveReport(Rendered):
     arms: list[Arm] = field(default_factory=list)
     seconds: float = 0.0
     sampling: Report | None = None  # S1..S4 (not applicable, with why, to a greedy-only loop)
+    batch: Report | None = None  # M1..M6: the loop run by onebit's batched engine
 
     @property
     def ok(self) -> bool:
-        return self.contract.ok and (self.sampling is None or self.sampling.ok)
+        return all(r is None or r.ok for r in (self.contract, self.sampling, self.batch))
 
     @property
     def combined(self) -> Report:
-        """The loop checks and the sampling checks as one report."""
-        return self.contract.merged(self.sampling)
+        """The loop, sampling and batch checks as one report."""
+        return self.contract.merged(self.sampling).merged(self.batch)
 
     def check_rows(self) -> list[tuple[str, int, int, str, str]]:
         """(check, passed, failed, status, what it proves) per check that ran."""
         rows = []
-        for c, docs in ((self.contract, CHECKS), (self.sampling, SAMPLING_CHECKS)):
+        for c, docs in ((self.contract, CHECKS), (self.sampling, SAMPLING_CHECKS),
+                        (self.batch, BATCH_CHECKS)):
             failed = c.failed_by_check() if c is not None else {}
             rows += [(name, c.ran_by_check[name] - failed[name], failed[name], c.status(name),
                       docs[name].doc.split("\n")[0]) for name in failed]
@@ -131,14 +136,18 @@ def prove(run: RunFn, *, name: str = "onebit.run",
                               (steps + batches) / tokens if tokens else 0.0))
 
     declared = dict(expected_failed_checks or {})
-    unknown = [n for n in declared if n not in CHECKS and n not in SAMPLING_CHECKS]
-    if unknown:  # each contract validates its own; a name of neither is named here
+    known = [*CHECKS, *SAMPLING_CHECKS, *BATCH_CHECKS]
+    unknown = [n for n in declared if n not in known]
+    if unknown:  # each contract validates its own; a name of none is named here
         raise ValueError(f"expected_failed_checks names unknown check(s) {unknown}; known: "
-                         f"{[*CHECKS, *SAMPLING_CHECKS]}")
+                         f"{known}")
     contract = check_loop(run, scenarios, raise_on_failure=False, on_trace=cost,
                           expected_failed_checks={n: r for n, r in declared.items()
                                                   if n in CHECKS})
     sampling = check_sampling(run, raise_on_failure=False,
                               expected_failed_checks={n: r for n, r in declared.items()
                                                       if n in SAMPLING_CHECKS})
-    return ProveReport(name, contract, costed, time.perf_counter() - started, sampling)
+    batch = check_batch(onebit_batch_engine(run), raise_on_failure=False,
+                        expected_failed_checks={n: r for n, r in declared.items()
+                                                if n in BATCH_CHECKS})
+    return ProveReport(name, contract, costed, time.perf_counter() - started, sampling, batch)
