@@ -478,9 +478,11 @@ class BatchEngine:
 
         try:
             head = request.head(lambda: seq.charged) if request.head is not None else None
+            # a greedy request names no sampling, so a loop that only decodes greedily runs it
+            sampled = {} if request.sampling is None else {"sampling": request.sampling,
+                                                           "seed": request.seed}
             result = self.run(wrapped, head, list(request.prompt), max_tokens=request.max_tokens,
-                              k=request.k, on_token=on_token, sampling=request.sampling,
-                              seed=request.seed)
+                              k=request.k, on_token=on_token, **sampled)
             seq.stats = result.stats
         except DecodeError as error:
             seq.emitted[:] = list(error.emitted)

@@ -11,12 +11,28 @@ from __future__ import annotations
 
 from pytest_onebit.batch.scenarios import BatchScenario, standard_batch_scenarios
 from pytest_onebit.batch.trace import BatchTrace, Outcome, execute
-from pytest_onebit.contract.core import Contract
+from pytest_onebit.contract.core import Contract, NotApplicable
 
 #: The batch contract: a case is one `BatchTrace`; the target is `make_engine`.
 BATCH = Contract("batch", prepare=execute, scenarios=standard_batch_scenarios)
 BATCH_CHECKS = BATCH.checks
-check = BATCH.check
+
+
+def check(name: str, **options):
+    """`BATCH.check`, for a check that is not applicable to a sampled scenario when the loop
+    does not sample (it refused `sampling=`): it cannot break a promise it does not make."""
+    def register(fn):
+        def judged(t: BatchTrace) -> None:
+            __tracebackhide__ = True
+            if t.cannot_sample is not None:
+                raise NotApplicable(f"the loop does not sample ({t.cannot_sample})")
+            fn(t)
+
+        judged.__doc__ = fn.__doc__
+        BATCH.check(name, **options)(judged)
+        return fn
+
+    return register
 
 
 def _ran(o: Outcome) -> bool:

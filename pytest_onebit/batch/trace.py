@@ -101,6 +101,7 @@ class BatchTrace:
     stats: object  # the engine's EngineStats after the scenario
     rows: ToyBatchRows  # the toy the batch ran on: its passes, widths and misuse
     stops: dict[int, frozenset[int]]  # each sequence's stop ids
+    cannot_sample: str | None = None  # the loop refused `sampling=`: sampled checks n/a
 
 
 def _request(scenario: BatchScenario, spec: SeqSpec, stops: frozenset[int]) -> BatchRequest:
@@ -201,6 +202,12 @@ def execute(make_engine, scenario: BatchScenario) -> BatchTrace:
         o.greedy = answer[:hits[0] + 1] if hits else answer
     passes, stats, rows = _bounded(lambda: _play(make_engine, scenario, requests, outcomes),
                                    f"scenario {scenario.id}")
+    for o in outcomes:
+        error = o.result.error if o.result is not None else None
+        cause = getattr(error, "__cause__", None) or error
+        if o.spec.sampled and isinstance(cause, TypeError) and "sampling" in str(cause):
+            return BatchTrace(scenario, outcomes, passes, stats, rows, stops,
+                              cannot_sample=f"{type(cause).__name__}: {cause}")
     for o in outcomes:
         if o.refused is not None:
             continue

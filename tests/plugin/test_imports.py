@@ -47,6 +47,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "onebit.models.*", "onebit.gguf.*")),
     ("draft heads", (
         "onebit.heads.*",)),
+    ("the batched engine: many sequences, each the loop on a slot of its own", (
+        "onebit.batch.*",)),
     ("text through the loop, the tools, the server, training", (
         "onebit.text.generate", "onebit.text.answers", "onebit.text.load", "onebit.tools.*",
         "onebit.serve.*", "onebit.train.*")),
@@ -54,8 +56,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "onebit",)),
     ("the harness's core: the contract core, assertions, doubles, MODULE:FUNC specs", (
         "pytest_onebit.contract.*", "pytest_onebit.doubles.*", "pytest_onebit.loader")),
-    ("the contracts: loop, base, sampling", (
-        "pytest_onebit.loop.*", "pytest_onebit.base.*", "pytest_onebit.sampling.*")),
+    ("the contracts: loop, base, sampling, batch", (
+        "pytest_onebit.loop.*", "pytest_onebit.base.*", "pytest_onebit.sampling.*",
+        "pytest_onebit.batch.*")),
     ("what holds other loops: native, peers, the mutant runner, the device rig", (
         "pytest_onebit.native.*", "pytest_onebit.peers.*", "pytest_onebit.mutants.*",
         "pytest_onebit.device.*")),
