@@ -234,13 +234,14 @@ class BatchEngine:
         its limit, ValueError for bad arguments; a refused request leaves no trace."""
         prompt = check_request(self.rows, request.prompt, max_tokens=request.max_tokens,
                                k=request.k)
-        if request.head is not None and request.k > self.chunk - 1:
-            raise BatchRefused(f"k is {request.k}; a slot verifies at most {self.chunk - 1} "
-                               f"drafts at once (chunk {self.chunk})")
         need = len(prompt) + request.max_tokens + (request.k if request.head else 0)
         with self._cv:
             if self._closed:
                 raise BatchRefused("the engine is shutting down")
+            if request.head is not None and request.k > self.chunk - 1:
+                self.stats.refused += 1
+                raise BatchRefused(f"k is {request.k}; a slot verifies at most "
+                                   f"{self.chunk - 1} drafts at once (chunk {self.chunk})")
             if self.context is not None and need > self.context:
                 self.stats.refused += 1
                 raise BatchRefused(

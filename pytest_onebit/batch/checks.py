@@ -209,8 +209,9 @@ def check_statistics(t: BatchTrace) -> None:
 @check("M6-admission")
 def check_admission(t: BatchTrace) -> None:
     """M6: a request is refused at submit, with a typed error, exactly when it cannot be held:
-    more positions than a slot holds (BatchRefused), or every slot taken and the queue at its
-    limit (QueueFull); every request taken gets a result, none an error."""
+    more positions than a slot holds or more drafts than a call verifies (BatchRefused), or
+    every slot taken and the queue at its limit (QueueFull); every request taken gets a
+    result, none an error."""
     __tracebackhide__ = True
     from onebit.batch.engine import QueueFull
 
@@ -219,12 +220,14 @@ def check_admission(t: BatchTrace) -> None:
         need = len(o.spec.prompt) + o.spec.max_tokens + (o.spec.k if o.spec.head != "none"
                                                           else 0)
         too_long = sc.context is not None and need > sc.context
+        too_wide = o.spec.head != "none" and o.spec.k > sc.chunk - 1
         running, waiting = o.at_submit
         full = waiting >= (sc.slots - running) + sc.queue
-        if too_long:
+        if too_long or too_wide:
             if o.refused is None or isinstance(o.refused, QueueFull):
-                raise AssertionError(f"sequence {o.index} needs {need} positions, more than a "
-                                     f"slot's {sc.context}, and was not refused as too long "
+                why = (f"needs {need} positions, more than a slot's {sc.context}" if too_long
+                       else f"drafts k={o.spec.k}, more than a call of {sc.chunk} rows verifies")
+                raise AssertionError(f"sequence {o.index} {why}, and was not refused for it "
                                      f"({o.refused!r})")
         elif full:
             if not isinstance(o.refused, QueueFull):
