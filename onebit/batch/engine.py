@@ -286,6 +286,11 @@ class BatchEngine:
                 self._detached.append(seq)  # its result when its thread has unwound
             self._cv.notify_all()
 
+    def full(self) -> bool:
+        """Whether a request submitted now would find the queue full (`QueueFull`)."""
+        with self._cv:
+            return len(self._waiting) >= self.slots - len(self._running) + self.queue_limit
+
     def idle(self) -> bool:
         with self._cv:
             return not (self._waiting or self._running or self._detached)
@@ -350,6 +355,22 @@ class BatchEngine:
             self.step()
             passes += 1
         return passes
+
+    def drive(self, stop: threading.Event) -> None:
+        """Step until `stop` is set, sleeping while there is nothing to do: the loop a server
+        runs in a thread of its own while other threads submit."""
+        while not stop.is_set():
+            if not self.step():
+                with self._cv:
+                    self._cv.wait_for(lambda: bool(self._waiting or self._running
+                                                   or self._detached) or stop.is_set(),
+                                      timeout=0.05)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until nothing waits or runs (another thread steps); False on timeout."""
+        with self._cv:
+            return self._cv.wait_for(
+                lambda: not (self._waiting or self._running or self._detached), timeout)
 
     def close(self, *, cancel: bool = True) -> None:
         """Refuse new requests; cancel what waits and runs (`cancel=True`) or let it finish
@@ -453,6 +474,7 @@ class BatchEngine:
         seq.result = BatchResult(list(seq.emitted), seq.finish, seq.error, seq.stats, seq.base,
                                  seq.submitted, seq.admitted, s.passes)
         seq.done.set()
+        self._cv.notify_all()  # wait_idle
 
     # -- one sequence's thread -----------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 an OpenAI-compatible HTTP server over one model (docs/serve.md).
 
 It binds to loopback unless --host says otherwise: it has no authentication, so reaching it
-from other machines is a choice to make, not a default. One model, one request at a time.
+from other machines is a choice to make, not a default. One model; one request at a time, or
+`--parallel N` at once (continuous batching: every answer still exactly its answer alone).
 """
 
 from __future__ import annotations
@@ -16,6 +17,33 @@ from onebit.commands.common import fail, positive
 from onebit.models.kernels import KERNELS
 from onebit.serve.heads import DEFAULT_HEAD, SERVE_HEADS
 from onebit.serve.server import LOOPBACK
+
+
+#: the slots `onebit serve` opens when --parallel is not given and the model can batch
+AUTO_PARALLEL = 4
+
+
+def _parallel(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--parallel wants an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--parallel must be >= 0, got {value}")
+    return value
+
+
+def parallel_for(requested: int | None, model, head: str) -> int | None:
+    """The slots to serve with: --parallel N as given (0: one at a time, None), or by default
+    AUTO_PARALLEL where the model has the compiled stack and the head can be batched."""
+    from onebit.serve.heads import BATCHED_HEADS
+
+    if requested is not None:
+        return requested or None
+    stack = getattr(model, "sequence_stack", None)
+    if head in BATCHED_HEADS and callable(stack) and stack(1) is not None:
+        return AUTO_PARALLEL
+    return None
 
 
 def _port(text: str) -> int:
@@ -32,7 +60,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
                             description="Serve one model over /v1/completions and "
                             "/v1/chat/completions (streamed or not), /v1/models and /health, "
-                            "speculating with a draft head; requests are served one at a time.")
+                            "speculating with a draft head; requests are served one at a time, "
+                            "or N at once with --parallel N.")
     parser.add_argument("--model", help="a GGUF file or a checkpoint directory (default: "
                         "SmolLM2-135M-Instruct, pulled on first use)")
     parser.add_argument("--host", default=LOOPBACK, help="the address to bind (default "
@@ -44,6 +73,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
     parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
                         "head's own)")
+    parser.add_argument("--parallel", type=_parallel, metavar="N",
+                        help="decode up to N requests at once, each in a slot of its own, in "
+                        "one pass of the model (continuous batching; needs the int8 kernel's "
+                        "compiled stack; heads none, auto, ngram); 0: one at a time. Default: "
+                        f"{AUTO_PARALLEL} where the model and head allow it, else one at a time")
+    parser.add_argument("--queue", type=int, default=64, metavar="N",
+                        help="with --parallel: requests that may wait for a slot; past that "
+                        "a request gets a 429 (default 64)")
     parser.add_argument("--kernel", choices=KERNELS, help="the products' kernel (default: "
                         "int8 when numba is installed, as onebit generate)")
     parser.add_argument("--log-level", default="info",
@@ -75,16 +112,22 @@ def main(args: argparse.Namespace) -> int:
     from onebit.serve.server import serve
 
     try:
+        if args.queue < 0:
+            raise ValueError(f"--queue must be >= 0, got {args.queue}")
         model = load_for_text(args)
+        parallel = parallel_for(args.parallel, model, args.head)
         engine = Engine(model, head=args.head, draft=args.draft, k=args.k,
-                        name=args.model or "SmolLM2-135M-Instruct")
+                        name=args.model or "SmolLM2-135M-Instruct", parallel=parallel,
+                        queue=args.queue)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("serve", error)
     if not _is_loopback(args.host):
         print(f"onebit serve: warning: binding {args.host}: anyone who can reach it can use "
               "the model (no authentication)", file=sys.stderr)
-    print(f"onebit serve: http://{args.host}:{args.port}/v1 (head {args.head}, one request "
-          "at a time)", file=sys.stderr, flush=True)
+    at_once = (f"{parallel} requests at once, {args.queue} more may wait"
+               if parallel else "one request at a time")
+    print(f"onebit serve: http://{args.host}:{args.port}/v1 (head {args.head}, {at_once}; "
+          f"metrics at /metrics)", file=sys.stderr, flush=True)
     try:
         serve(create_app(engine), host=args.host, port=args.port, log_level=args.log_level)
     except (OSError, SystemExit) as error:  # a port in use: uvicorn logs it and exits 1

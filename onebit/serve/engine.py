@@ -1,8 +1,13 @@
 """One request's decode: prompt in, a `Completion` out, through the speculative loop.
 
-The server holds one model and serves one request at a time: `Engine.complete` takes a lock
-for the whole decode (a streamed one included), because the base keeps one KV cache and one
-committed position. Concurrent requests queue on the lock and each gets what it would alone.
+Two ways to share the model between requests:
+- one at a time (`parallel=None`): `Engine.complete` takes a lock for the whole decode (a
+  streamed one included), because the base keeps one KV cache and one committed position.
+  Concurrent requests queue on the lock and each gets what it would alone.
+- in parallel (`parallel=N`): a `BatchEngine` (onebit.batch) with N slots, stepped by a driver
+  thread, advances every running request in one pass of the base; more wait in its bounded
+  queue (a request past it gets a 429). Each request is still the ordinary loop, so it gets
+  exactly what it would alone, tokens and log-probabilities, whoever else is served.
 
 The text is `onebit.generate()`'s recipe (`prompt_text`, the streaming decoder, a stop at
 EOS/EOT through the consumer's `on_token` returning False) with what a server adds: stop
@@ -17,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from onebit.serve.errors import RequestError
-from onebit.serve.heads import DEFAULT_HEAD, head_for
+from onebit.serve.heads import DEFAULT_HEAD, batched_head, head_for
 from onebit.serve.requests import CHAT, Request
 from onebit.serve.scores import ScoredBase, TokenLogprob
 from onebit.serve.stops import StopText
@@ -51,7 +56,8 @@ class Engine:
 
     def __init__(self, model, *, head: str = DEFAULT_HEAD, draft: str | None = None,
                  k: int | None = None, run: Callable | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, parallel: int | None = None,
+                 queue: int = 64) -> None:
         from onebit.loop import run as plain_run
 
         if getattr(model, "tokenizer", None) is None:
@@ -64,6 +70,44 @@ class Engine:
         self.name = name or str(getattr(model, "source", None) or "onebit")
         self.lock = threading.Lock()
         head_for(head, model, draft=draft, k=k)  # a head that cannot be built fails at start
+        self.batch = None
+        self.served = {"tokens": 0, "proposed": 0, "accepted": 0, "finished": 0,
+                       "cancelled": 0, "failed": 0, "refused": 0}  # one-at-a-time counters
+        if parallel is not None:
+            from onebit.batch import BatchEngine
+
+            batched_head(head, k=k)  # a head that cannot be batched fails at start
+            self.batch = BatchEngine(model, slots=parallel, queue=queue, run=self.run)
+            self._stop = threading.Event()
+            self._driver = threading.Thread(target=self.batch.drive, args=(self._stop,),
+                                            daemon=True, name="onebit-batch-driver")
+            self._driver.start()
+
+    def metrics(self) -> dict[str, float]:
+        """What `/metrics` exports: counters since start, and the queue and slots now."""
+        if self.batch is None:
+            m = {f"{k}_total": float(v) for k, v in self.served.items()}
+            busy = float(self.lock.locked())
+            return {**m, "queue_depth": 0.0, "running": busy, "slots": 1.0}
+        s = self.batch.stats
+        return {"tokens_total": s.tokens, "proposed_total": s.proposed,
+                "accepted_total": s.accepted, "finished_total": s.finished,
+                "cancelled_total": s.cancelled, "failed_total": s.errors,
+                "refused_total": s.refused + self.served["refused"], "passes_total": s.passes, "rows_total": s.rows,
+                "pass_seconds_total": s.pass_seconds,
+                "queue_depth": self.batch.queue_depth(), "running": self.batch.running(),
+                "slots": self.batch.slots}
+
+    def shutdown(self, *, cancel: bool = True) -> None:
+        """Refuse new requests and end the driver: what still runs is cancelled (its client
+        gets what was committed, finish_reason "cancelled"), or with `cancel=False` finished
+        first."""
+        if self.batch is None:
+            return
+        self.batch.close(cancel=cancel)
+        self.batch.wait_idle()
+        self._stop.set()
+        self._driver.join(timeout=10)
 
     def prompt_ids(self, request: Request) -> list[int]:
         tok = self.model.tokenizer
@@ -99,24 +143,25 @@ class Engine:
         cannot take. A streamed request is checked before its stream opens, so a bad prompt
         is still a 400."""
         ids = self.prompt_ids(request)
-        return ids, self.budget(request, len(ids))
+        budget = self.budget(request, len(ids))
+        if self.batch is not None and self.batch.full():
+            self.served["refused"] += 1
+            raise _at_capacity(f"all {self.batch.slots} slots are taken and the queue is full")
+        return ids, budget
 
     def complete(self, request: Request, *, on_text: Callable[[str], None] | None = None,
                  cancelled: Callable[[], bool] | None = None) -> Completion:
         """Decode `request`; `on_text(piece)` gets the answer's text as it becomes final
         (never a character in half, never a part of a stop string). Raises `RequestError`
-        for a prompt the model cannot take."""
+        for a prompt the model cannot take (a 429 when the parallel queue is full)."""
         ids, max_tokens = self.check(request)
+        if self.batch is not None:
+            return self._decode(request, ids, max_tokens, on_text, cancelled)
         with self.lock:
             return self._decode(request, ids, max_tokens, on_text, cancelled)
 
     def _decode(self, request, ids, max_tokens, on_text, cancelled) -> Completion:
         tok = self.model.tokenizer
-        head, k = head_for(self.head, self.model, speculative=request.speculative,
-                           draft=self.draft, k=self.k)
-        base = self.model
-        if request.logprobs is not None:
-            base = self.scored(self.model, start=len(ids), top=request.logprobs)
         stops, stream = tok.stop_ids, tok.stream(skip_special_tokens=True)
         cut = self.stop_text(request.stop)
         emitted: list[int] = []
@@ -142,18 +187,71 @@ class Engine:
                 return False
             return None
 
-        result = self.run(base, head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
-                          sampling=request.sampling, seed=request.seed)
+        def scored(base):
+            return self.scored(base, start=len(ids), top=request.logprobs)
+
+        if self.batch is None:
+            head, k = head_for(self.head, self.model, speculative=request.speculative,
+                               draft=self.draft, k=self.k)
+            base = scored(self.model) if request.logprobs is not None else self.model
+            try:
+                result = self.run(base, head, ids, max_tokens=max_tokens, k=k,
+                                  on_token=on_token, sampling=request.sampling,
+                                  seed=request.seed)
+            except Exception:
+                self.served["failed"] += 1
+                raise
+            s, used = result.stats, head is not None
+            self.served["tokens"] += len(emitted)
+            self.served["proposed"] += s.proposed
+            self.served["accepted"] += s.accepted
+            self.served["cancelled" if finish[0] == "cancelled" else "finished"] += 1
+        else:
+            base, s, used = self._batched(request, ids, max_tokens, on_token, cancelled,
+                                          scored if request.logprobs is not None else None,
+                                          finish)
         if cut.hit is None:
             send(cut.push(stream.flush()))
             send(cut.finish())
-        s = result.stats
-        stats = {"head": self.head if head is not None else "none", "rounds": s.rounds,
-                 "proposed": s.proposed, "accepted": s.accepted}
+        stats = {"head": self.head if used else "none", "rounds": getattr(s, "rounds", 0),
+                 "proposed": getattr(s, "proposed", 0), "accepted": getattr(s, "accepted", 0)}
         logprobs = list(base.logprobs)[:len(emitted)] if request.logprobs is not None else None
         return Completion(cut.text, emitted, len(ids), finish[0], logprobs, stats)
+
+    def _batched(self, request, ids, max_tokens, on_token, cancelled, wrap, finish):
+        """The request as one sequence of the batch engine: (its base, its stats, whether it
+        drafted). Waits for its result, cancelling it when the client goes away (a waiting
+        request leaves the queue at once)."""
+        from onebit.batch import BatchRefused, BatchRequest, QueueFull
+
+        factory, k = batched_head(self.head, speculative=request.speculative, k=self.k)
+        try:
+            handle = self.batch.submit(BatchRequest(
+                prompt=ids, max_tokens=max_tokens, head=factory, k=k,
+                sampling=request.sampling, seed=request.seed, on_token=on_token, wrap=wrap))
+        except QueueFull as error:
+            raise _at_capacity(str(error)) from None
+        except BatchRefused as error:
+            raise RequestError("max_tokens", str(error), code="context_length_exceeded") \
+                from None
+        while not handle.done():
+            if cancelled is not None and cancelled():
+                handle.cancel()
+            handle._seq.done.wait(0.05)
+        result = handle.result()
+        if result.finish == "cancelled":
+            finish[0] = "cancelled"
+        if result.finish == "error":
+            raise result.error
+        return result.base, result.stats, factory is not None
 
     def takes_more(self, finish: str) -> bool:
         """Whether the consumer takes another token: not once the answer has ended (the loop
         stops at the consumer's False; this holds even if a loop did not)."""
         return finish == "length"
+
+
+def _at_capacity(why: str) -> RequestError:
+    """A 429 (OpenAI's clients retry it with backoff): every slot busy and the queue full."""
+    return RequestError(None, f"the server is at capacity: {why}; retry later", status=429,
+                        kind="rate_limit_exceeded", code="queue_full")

@@ -1,4 +1,5 @@
-"""The one error a request can get back: a 400 with OpenAI's error body, naming the field."""
+"""The one error a request can get back: a 4xx with OpenAI's error body, naming the field (a
+400), or saying the server is at capacity (a 429)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ class RequestError(ValueError):
     reason where it has one (`context_length_exceeded`)."""
 
     def __init__(self, param: str | None, message: str, *, code: str | None = None,
-                 status: int = 400) -> None:
+                 status: int = 400, kind: str = "invalid_request_error") -> None:
         super().__init__(message)
         self.param = param
         self.code = code
         self.status = status
+        self.kind = kind  # OpenAI's `type`: a 429 for a full queue is "rate_limit_exceeded"
 
     def body(self) -> dict:
         """OpenAI's error JSON: {"error": {"message", "type", "param", "code"}}."""
-        return {"error": {"message": str(self), "type": "invalid_request_error",
+        return {"error": {"message": str(self), "type": self.kind,
                           "param": self.param, "code": self.code}}

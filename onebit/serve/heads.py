@@ -3,6 +3,11 @@
 Today the served head is prompt lookup (`ngram`), which needs no weights. A trained head and a
 policy that picks per model are coming; they change `DEFAULT_HEAD` and `head_for`, and
 nothing else in the server.
+
+Served in parallel (`--parallel N`), every sequence needs a head of its own (heads keep state
+per run), made by `batched_head` for each request. `auto` is then prompt lookup under a cost
+policy of its own whose clock is the sequence's share of each pass (`BatchEngine`), so it
+sends drafts while the batch leaves rows spare and backs off as the batch fills.
 """
 
 from __future__ import annotations
@@ -22,3 +27,28 @@ def head_for(name: str, model, *, speculative: bool = True, draft: str | None = 
     # the named heads as they are, every draft sent: the served checks (S1) judge drafts,
     # and a policy that withholds them would leave nothing to judge
     return resolve_head(name, model, k=k, draft=draft, named_under_policy=False)
+
+
+#: the heads a batched server can run: they read nothing of the base but its tokens (the
+#: trained, MTP and DFlash heads read layer taps or hidden rows the batched rows do not carry)
+BATCHED_HEADS = ("none", "auto", "ngram")
+
+
+def batched_head(name: str, *, speculative: bool = True, k: int | None = None):
+    """(factory, k) for one request served in parallel: `factory(clock)` makes a fresh head
+    for the sequence (`BatchRequest.head`), or (None, 0) for plain decode."""
+    from onebit.heads import NgramHead
+    from onebit.heads.policy import PolicyHead
+
+    if name not in BATCHED_HEADS:
+        raise ValueError(f"--head {name} cannot be served in parallel yet (it reads the base's "
+                         f"layer taps or hidden rows); parallel serving runs "
+                         f"{', '.join(BATCHED_HEADS)}")
+    if not speculative or name == "none":
+        return None, 0
+    if name == "auto":
+        def policy(clock):
+            return PolicyHead(NgramHead(n=3, k=k or 8), max_k=k or 7, clock=clock)
+
+        return policy, k or 7
+    return (lambda clock: NgramHead(n=3, k=k or 8)), k or 7  # as head_for's ngram

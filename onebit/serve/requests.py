@@ -90,6 +90,18 @@ def _bool(body: dict, name: str, default: bool) -> bool:
     return value
 
 
+def _text(value: str, where: str) -> str:
+    """`value` if it is text a tokenizer can take: JSON's `\\ud800` escapes decode to lone
+    surrogates, which are no Unicode characters and no UTF-8; refused naming the field."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise RequestError(where, f"{where} holds invalid Unicode at character {error.start} "
+                           f"(a lone surrogate, {value[error.start]!r}): send UTF-8 text") \
+            from None
+    return value
+
+
 def _stop(body: dict) -> tuple[str, ...]:
     value = body.get("stop")
     if value is None:
@@ -104,6 +116,7 @@ def _stop(body: dict) -> tuple[str, ...]:
         where = "stop" if isinstance(value, str) else f"stop[{i}]"
         if not isinstance(item, str) or not item:
             raise RequestError(where, f"{where} must be a non-empty string, got {item!r}")
+        _text(item, where)
     return tuple(items)
 
 
@@ -138,7 +151,7 @@ def _completion_prompt(body: dict) -> str:
                            f"{type(prompt).__name__}")
     if not prompt:
         raise RequestError("prompt", "prompt is empty")
-    return prompt
+    return _text(prompt, "prompt")
 
 
 def _messages(body: dict) -> list[dict]:
@@ -156,6 +169,8 @@ def _messages(body: dict) -> list[dict]:
         if not isinstance(message.get("content"), str):
             raise RequestError(f"messages[{i}].content", f"messages[{i}].content must be a "
                                "string (onebit serve takes text content only)")
+        _text(message["role"], f"messages[{i}].role")
+        _text(message["content"], f"messages[{i}].content")
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
