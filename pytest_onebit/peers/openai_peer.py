@@ -22,7 +22,7 @@ from pytest_onebit.peers.protocol import Outcome, chosen, failed, not_applicable
 from pytest_onebit.peers.served_metrics import Metrics, read_metrics
 
 CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "I10-eos", "L1-logprobs",
-          "C1-concurrent", "S1-distribution")
+          "C1-concurrent", "C2-concurrent-scale", "S1-distribution")
 TOKENS = 16
 BUDGETS = (1, 2, 3, 5)
 TOP_LOGPROBS = 3
@@ -31,6 +31,15 @@ TOP_LOGPROBS = 3
 #: kernel that sums in another order differs by about 1e-6. A wrong row is off by >= 1e-2.
 TOLERANCE = 1e-4
 CONCURRENT = 3
+#: C2: clients at once, their arrivals this many seconds apart, and the answer budgets they
+#: cycle through; every other one streams, every third samples with a seed of its own
+SCALE_CLIENTS = 8
+SCALE_STAGGER = 0.03
+SCALE_BUDGETS = (8, 24, 12, 32, 16)
+SCALE_SAMPLED = {"temperature": 0.8, "top_p": 0.95}
+#: C2's prompts besides the arm's own: one answered in a few tokens, one at length
+SCALE_PROMPTS = ("Answer with one word: what is the capital of France?",
+                 "Write a haiku about rain.")
 #: S1 asks for 4 tokens and compares the first 2 (at most 2 x 2 = 4 outcomes): a server
 #: drafts only within the budget, so with 2 asked llama-server drafts nothing after the first
 #: token and S1 would hold plain sampling to itself; with 4, the second token is a draft
@@ -231,7 +240,8 @@ class EndpointArm:
         checks: dict[str, Callable[[], Outcome]] = {
             "I1-text": self.text, "I1-stream": self.stream, "I9-budget": self.budget,
             "I10-stop-string": self.stop, "I10-eos": self.eos, "L1-logprobs": self.logprobs,
-            "C1-concurrent": self.concurrent, "S1-distribution": self.distribution}
+            "C1-concurrent": self.concurrent, "C2-concurrent-scale": self.scale,
+            "S1-distribution": self.distribution}
         outcomes = {}
         for name in self.peer.only:
             try:
@@ -407,6 +417,69 @@ class EndpointArm:
                 bad.append(f"prompt {i} concurrent vs alone: {where}")
         return failed("; ".join(bad)) if bad else passed(
             f"{len(prompts)} requests at once, each as alone")
+
+    def scale_requests(self) -> list[tuple[dict, bool]]:
+        """C2's requests: (body, streamed). Prompts of every length the arm has, each budget,
+        streamed and not, greedy and seeded-sampled."""
+        prompts = [*self.prompts, *SCALE_PROMPTS]
+        out = []
+        for i in range(SCALE_CLIENTS):
+            fields = {"max_tokens": SCALE_BUDGETS[i % len(SCALE_BUDGETS)]}
+            if i % 3 == 2:
+                fields.update(SCALE_SAMPLED, seed=1000 + i)
+            out.append((self.body(prompts[i % len(prompts)], **fields), i % 2 == 1))
+        return out
+
+    def send(self, body: dict, streamed: bool) -> list[int] | str:
+        """One request's answer as ids where the server returns them (the last streamed
+        chunk's for a stream), else its text."""
+        if streamed:
+            got = self.peer.client.stream(self.path, body)
+            ids = _ids(got.last, verbose=False) if got.last else None
+            return ids if ids is not None else got.text
+        answer = self.peer.client.post(self.path, body)
+        ids = _ids(answer)
+        return ids if ids is not None else _text(answer)
+
+    def scale(self) -> Outcome:
+        import time
+
+        requests = self.scale_requests()
+        alone = [self.send(b, st) for b, st in requests]
+        # a seeded answer the server does not reproduce even alone is not judged together
+        unstable = {i for i, (b, st) in enumerate(requests)
+                    if "seed" in b and self.send(b, st) != alone[i]}
+        together: list = [None] * len(requests)
+
+        def one(i: int) -> None:
+            time.sleep(SCALE_STAGGER * i)
+            try:
+                together[i] = self.send(*requests[i])
+            except (ServerError, Unreachable) as error:
+                together[i] = error
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        bad = []
+        for i, (got, want) in enumerate(zip(together, alone, strict=True)):
+            kind = ("sampled" if "seed" in requests[i][0] else "greedy") + \
+                (", streamed" if requests[i][1] else "")
+            if isinstance(got, Exception):
+                bad.append(f"request {i} ({kind}): {got}")
+            elif i not in unstable and got != want:
+                at = first_divergence(list(got), list(want))
+                bad.append(f"request {i} ({kind}) together vs alone: differs at "
+                           f"{'token' if isinstance(got, list) else 'character'} {at}")
+        note = (f"; {len(unstable)} seeded answers not reproducible even alone, not judged"
+                if unstable else "")
+        if bad:
+            return failed("; ".join(bad) + note)
+        return passed(f"{len(requests)} clients {SCALE_STAGGER * 1000:.0f} ms apart, budgets "
+                      f"{min(SCALE_BUDGETS)}-{max(SCALE_BUDGETS)}, streamed and not, greedy and "
+                      f"seeded-sampled: each as alone{note}")
 
     def distribution(self) -> Outcome:
         n = self.peer.power.samples

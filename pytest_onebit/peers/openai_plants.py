@@ -120,6 +120,36 @@ class RatioInvertedEngine(Engine):
         super().__init__(model, run=run, **options)
 
 
+class _SwappedRows:
+    """A batched base whose pass hands the first two slots each other's last logits row when
+    both are in it: alone every answer is right, together two are wrong."""
+
+    def __init__(self, rows) -> None:
+        self._rows = rows
+
+    def __getattr__(self, name: str):
+        return getattr(self._rows, name)
+
+    def rows(self, tokens, positions, slots, last_of):
+        logits, hidden = self._rows.rows(tokens, positions, slots, last_of)
+        ends = {}
+        for i, slot in enumerate(slots):
+            ends[slot] = i
+        if len(ends) > 1:
+            a, b = list(ends.values())[:2]
+            logits[[a, b]] = logits[[b, a]]
+        return logits, hidden
+
+
+class BatchSwapEngine(Engine):
+    """(g) Served in parallel, a pass gives two sequences each other's scores: every answer
+    alone is right, answers served together are not."""
+
+    def __init__(self, model, **options) -> None:
+        super().__init__(model, parallel=options.pop("parallel", 4), **options)
+        self.batch.rows = _SwappedRows(self.batch.rows)
+
+
 #: plant name -> (the engine class, the check that must catch it)
 PLANTS = {"stop-in-block": (StopInBlockEngine, "I10-stop-string"),
           # the same fault met by an end-of-turn token drafted inside a block
@@ -128,5 +158,6 @@ PLANTS = {"stop-in-block": (StopInBlockEngine, "I10-stop-string"),
           "budget": (BudgetEngine, "I9-budget"),
           "logprobs": (LogprobsEngine, "L1-logprobs"),
           "accept-one-more": (AcceptOneMoreEngine, "I1-text"),
+          "batch-swap": (BatchSwapEngine, "C2-concurrent-scale"),
           # sampled: caught by S1 only with --sampled (tests/peers/test_openai_peer.py)
           "ratio-inverted": (RatioInvertedEngine, "S1-distribution")}

@@ -52,8 +52,22 @@ def test_clean_server_passes_every_check(smollm2, capsys):
     assert "drafts accepted" in report["checks"]["I1-text"]["arms"]["completions"]["detail"]
 
 
+def test_clean_parallel_server_passes_every_check(smollm2, capsys):
+    """onebit serve decoding four requests at once (the batch engine, prompt lookup per
+    sequence) passes every check too, C1 and C2 (eight staggered clients, streamed and not,
+    greedy and seeded-sampled) included: exit 0."""
+    from onebit.serve import Engine
+
+    with serving(Engine(smollm2, parallel=4)) as server:
+        status, report = peer(capsys, server.url)
+    assert status == 0, report
+    for check, cell in report["checks"].items():
+        want = "not applicable" if check == "S1-distribution" else "passed"
+        assert cell["status"] == want, (check, cell)
+
+
 @pytest.mark.parametrize("plant", ["stop-in-block", "eos-in-block", "stop-uncut", "budget",
-                                   "logprobs", "accept-one-more"])
+                                   "logprobs", "accept-one-more", "batch-swap"])
 def test_each_planted_fault_fails_its_check(smollm2, capsys, plant):
     """A server with one planted fault fails the check made to catch it (exit 1, the check
     named failed in the report and on the closing line). Only that check runs, on one
