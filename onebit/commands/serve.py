@@ -81,6 +81,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--queue", type=int, default=64, metavar="N",
                         help="with --parallel: requests that may wait for a slot; past that "
                         "a request gets a 429 (default 64)")
+    parser.add_argument("--context", type=positive("--context"), metavar="N",
+                        help="with --parallel: the positions one slot holds, prompt and answer "
+                        "(default: the model's context); the KV memory is bounded by N x "
+                        "slots, printed at start")
     parser.add_argument("--kernel", choices=KERNELS, help="the products' kernel (default: "
                         "int8 when numba is installed, as onebit generate)")
     parser.add_argument("--log-level", default="info",
@@ -118,13 +122,15 @@ def main(args: argparse.Namespace) -> int:
         parallel = parallel_for(args.parallel, model, args.head)
         engine = Engine(model, head=args.head, draft=args.draft, k=args.k,
                         name=args.model or "SmolLM2-135M-Instruct", parallel=parallel,
-                        queue=args.queue)
+                        queue=args.queue, context=args.context if parallel else None)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("serve", error)
     if not _is_loopback(args.host):
         print(f"onebit serve: warning: binding {args.host}: anyone who can reach it can use "
               "the model (no authentication)", file=sys.stderr)
+    bound = engine.kv_bound()
     at_once = (f"{parallel} requests at once, {args.queue} more may wait"
+               + (f", KV cache at most {bound / 2**20:.0f} MiB" if bound else "")
                if parallel else "one request at a time")
     print(f"onebit serve: http://{args.host}:{args.port}/v1 (head {args.head}, {at_once}; "
           f"metrics at /metrics)", file=sys.stderr, flush=True)

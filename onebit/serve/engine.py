@@ -57,7 +57,7 @@ class Engine:
     def __init__(self, model, *, head: str = DEFAULT_HEAD, draft: str | None = None,
                  k: int | None = None, run: Callable | None = None,
                  name: str | None = None, parallel: int | None = None,
-                 queue: int = 64) -> None:
+                 queue: int = 64, context: int | None = None) -> None:
         from onebit.loop import run as plain_run
 
         if getattr(model, "tokenizer", None) is None:
@@ -77,7 +77,10 @@ class Engine:
             from onebit.batch import BatchEngine
 
             batched_head(head, k=k)  # a head that cannot be batched fails at start
-            self.batch = BatchEngine(model, slots=parallel, queue=queue, run=self.run)
+            if context is None:  # a slot holds what the model does, and no more
+                context = context_length(model)
+            self.batch = BatchEngine(model, slots=parallel, queue=queue, run=self.run,
+                                     context=context)
             self._stop = threading.Event()
             self._driver = threading.Thread(target=self.batch.drive, args=(self._stop,),
                                             daemon=True, name="onebit-batch-driver")
@@ -109,6 +112,14 @@ class Engine:
         self._stop.set()
         self._driver.join(timeout=10)
 
+    def kv_bound(self) -> int | None:
+        """The most bytes the parallel engine's KV caches can take (every slot full)."""
+        rows = getattr(self.batch, "rows", None)
+        per = getattr(rows, "kv_bytes_per_position", None)
+        if per is None or self.batch.context is None:
+            return None
+        return self.batch.slots * self.batch.context * per()
+
     def prompt_ids(self, request: Request) -> list[int]:
         tok = self.model.tokenizer
         where = "messages" if request.kind == CHAT else "prompt"
@@ -130,7 +141,15 @@ class Engine:
 
     def budget(self, request: Request, prompt: int) -> int:
         limit = context_length(self.model)
+        if self.batch is not None and self.batch.context is not None:
+            # a slot's positions: the prompt, the answer and the widest verify past its end
+            limit = min(limit or self.batch.context, self.batch.context - self.batch.chunk)
         room = limit - prompt if limit is not None else None
+        if room is not None and room < 1:
+            raise RequestError("messages" if request.kind == CHAT else "prompt",
+                               f"the prompt is {prompt} tokens; a slot holds {limit} and the "
+                               f"drafts past the answer, which leaves no room to generate",
+                               code="context_length_exceeded")
         if request.max_tokens is None:
             if room is None:
                 raise RequestError("max_tokens", "the model states no context length: give "
