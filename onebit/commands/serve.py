@@ -18,7 +18,6 @@ from onebit.models.kernels import KERNELS
 from onebit.serve.heads import DEFAULT_HEAD, SERVE_HEADS
 from onebit.serve.server import LOOPBACK
 
-
 #: the slots `onebit serve` opens when --parallel is not given and the model can batch
 AUTO_PARALLEL = 4
 

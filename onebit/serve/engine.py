@@ -96,7 +96,8 @@ class Engine:
         return {"tokens_total": s.tokens, "proposed_total": s.proposed,
                 "accepted_total": s.accepted, "finished_total": s.finished,
                 "cancelled_total": s.cancelled, "failed_total": s.errors,
-                "refused_total": s.refused + self.served["refused"], "passes_total": s.passes, "rows_total": s.rows,
+                "refused_total": s.refused + self.served["refused"],
+                "passes_total": s.passes, "rows_total": s.rows,
                 "pass_seconds_total": s.pass_seconds,
                 "queue_depth": self.batch.queue_depth(), "running": self.batch.running(),
                 "slots": self.batch.slots}

@@ -110,11 +110,11 @@ def check_cancel(t: BatchTrace) -> None:
                 raise AssertionError(f"cancelled sequence {o.index}: log-probabilities are not "
                                      "those of its answer alone")
         before, after = o.running_after_cancel
-        if r.admitted is not None and r.admitted <= o.cancelled_at and r.finish == "cancelled":
-            if after != before - 1:
-                raise AssertionError(f"sequence {o.index} was running when cancelled, but "
-                                     f"running() went {before} -> {after}: its slot was not "
-                                     "freed at once")
+        ran_then = r.admitted is not None and r.admitted <= o.cancelled_at
+        if ran_then and r.finish == "cancelled" and after != before - 1:
+            raise AssertionError(f"sequence {o.index} was running when cancelled, but "
+                                 f"running() went {before} -> {after}: its slot was not freed "
+                                 "at once")
     check_invariance(t)
 
 

@@ -83,7 +83,7 @@ class ToyBatchRows:
         self.passes += 1
         self.rows_run += R
         self.pass_widths.append(R)
-        if self.max_rows is not None and R > self.max_rows:
+        if self.max_rows is not None and self.max_rows < R:
             self.misuse.append(f"a pass of {R} rows; the engine's limit is {self.max_rows}")
         logits = np.zeros((R, self._vocab))
         hidden = np.zeros((R, self.hidden))

@@ -32,11 +32,12 @@ def _request(model, i: int) -> BatchRequest:
     tok = model_tokenizer(model)
     ids = prompt_ids(model, tok, PROMPTS[i], BUDGET)[0]
     spec = i % 3 != 0
+    start = len(ids)
     return BatchRequest(prompt=ids, max_tokens=BUDGET,
                         head=(lambda clock: NgramHead(3, 4)) if spec else None,
                         k=4 if spec else 0, sampling=SAMPLING if i % 2 else None, seed=i,
                         stop_ids=frozenset(tok.stop_ids),
-                        wrap=lambda base, n=len(ids): ScoredBase(base, start=n, top=2))
+                        wrap=lambda base: ScoredBase(base, start=start, top=2))
 
 
 def _alone(model, request: BatchRequest):
