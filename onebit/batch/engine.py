@@ -115,7 +115,7 @@ class _Call:
     """Rows one sequence posted, waiting for a pass."""
 
     __slots__ = ("tokens", "positions", "last_only", "order", "logits", "hidden", "error",
-                 "done")
+                 "done", "ready")
 
     def __init__(self, tokens: list[int], pos: int, last_only: bool, order: int) -> None:
         self.tokens = tokens
@@ -125,7 +125,8 @@ class _Call:
         self.logits: np.ndarray | None = None
         self.hidden: np.ndarray | None = None
         self.error: BaseException | None = None
-        self.done = False
+        self.done = False  # set under the engine's lock; `ready` wakes the one thread waiting
+        self.ready = threading.Event()
 
 
 @dataclass(eq=False)
@@ -341,6 +342,7 @@ class BatchEngine:
                     call.logits = logits[first:first + n]
                     call.hidden = hidden[first:first + n]
                     call.done = True
+                    call.ready.set()
                     seq.call = None
                 first += n
             self._cv.notify_all()
@@ -396,11 +398,13 @@ class BatchEngine:
             call = _Call(tokens, pos, last_only, self._order)
             self._order += 1
             seq.call = call
-            self._cv.notify_all()
-            self._cv.wait_for(lambda: call.done)
-            if call.error is not None:
-                raise call.error
-            return call.logits, call.hidden
+            self._cv.notify_all()  # the driver, waiting for every sequence to post
+        # each sequence waits on its own call, so a pass's hand-back wakes each thread once
+        # (not every waiting thread at every post)
+        call.ready.wait()
+        if call.error is not None:
+            raise call.error
+        return call.logits, call.hidden
 
     def _truncate(self, seq: _Seq, length: int) -> None:
         with self._cv:
@@ -458,6 +462,7 @@ class BatchEngine:
             return
         call.error = error
         call.done = True
+        call.ready.set()
         seq.call = None
 
     def _finish(self, seq: _Seq) -> None:

@@ -93,8 +93,11 @@ class StackRows:
 
     def rows(self, tokens, positions, slots, last_of):
         wanted = np.flatnonzero(np.asarray(last_of, bool))
+        every = len(wanted) == len(tokens)  # decode and verify rows: no scatter to make
         logits, hidden, _ = self.model.sequence_rows(self.stack, list(tokens), positions, slots,
-                                                     logits_of=wanted)
+                                                     logits_of=None if every else wanted)
+        if every:
+            return logits, hidden
         full = np.zeros((len(tokens), logits.shape[1]), logits.dtype)
         full[wanted] = logits
         return full, hidden
