@@ -212,7 +212,7 @@ class Engine:
 
         if self.batch is None:
             head, k = head_for(self.head, self.model, speculative=request.speculative,
-                               draft=self.draft, k=self.k)
+                               draft=self.draft, k=self.k, sampled=request.sampling is not None)
             base = scored(self.model) if request.logprobs is not None else self.model
             try:
                 result = self.run(base, head, ids, max_tokens=max_tokens, k=k,
@@ -244,7 +244,8 @@ class Engine:
         request leaves the queue at once)."""
         from onebit.batch import BatchRefused, BatchRequest, QueueFull
 
-        factory, k = batched_head(self.head, speculative=request.speculative, k=self.k)
+        factory, k = batched_head(self.head, speculative=request.speculative, k=self.k,
+                                  sampled=request.sampling is not None)
         try:
             handle = self.batch.submit(BatchRequest(
                 prompt=ids, max_tokens=max_tokens, head=factory, k=k,

@@ -19,10 +19,13 @@ SERVE_HEADS = HEAD_NAMES  # "none" serves plain decode only
 
 
 def head_for(name: str, model, *, speculative: bool = True, draft: str | None = None,
-             k: int | None = None):
+             k: int | None = None, sampled: bool = False):
     """(head, k) for one request: a fresh head (its state is per run), or (None, 1) for plain
-    decode when the server runs none or the request asked `speculative: false`."""
-    if not speculative or name == "none":
+    decode when the server runs none or the request asked `speculative: false`. A sampled
+    request under `auto` decodes plain, as `onebit.generate` does: the cost policy's draft
+    lengths follow its clock, the draws follow the draft lengths, and a seed must give the
+    same text every time."""
+    if not speculative or name == "none" or (sampled and name == "auto"):
         return None, 1
     # the named heads as they are, every draft sent: the served checks (S1) judge drafts,
     # and a policy that withholds them would leave nothing to judge
@@ -34,9 +37,12 @@ def head_for(name: str, model, *, speculative: bool = True, draft: str | None = 
 BATCHED_HEADS = ("none", "auto", "ngram")
 
 
-def batched_head(name: str, *, speculative: bool = True, k: int | None = None):
+def batched_head(name: str, *, speculative: bool = True, k: int | None = None,
+                 sampled: bool = False):
     """(factory, k) for one request served in parallel: `factory(clock)` makes a fresh head
-    for the sequence (`BatchRequest.head`), or (None, 0) for plain decode."""
+    for the sequence (`BatchRequest.head`), or (None, 0) for plain decode. A sampled request
+    under `auto` decodes plain (`head_for`): its clock, a share of passes, depends on the
+    batch, and a seeded answer must not."""
     from onebit.heads import NgramHead
     from onebit.heads.policy import PolicyHead
 
@@ -44,7 +50,7 @@ def batched_head(name: str, *, speculative: bool = True, k: int | None = None):
         raise ValueError(f"--head {name} cannot be served in parallel yet (it reads the base's "
                          f"layer taps or hidden rows); parallel serving runs "
                          f"{', '.join(BATCHED_HEADS)}")
-    if not speculative or name == "none":
+    if not speculative or name == "none" or (sampled and name == "auto"):
         return None, 0
     if name == "auto":
         def policy(clock):

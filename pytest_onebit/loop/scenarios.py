@@ -34,6 +34,7 @@ class Scenario:
     prefill_rows: int | None = None  # the base's max_prefill_rows(); None: max_batch_rows
     float32: bool = False  # a float32-exact toy, for a loop behind the C ABI (not in the id)
     verify_last: bool = False  # the toy has verify_last, so the prefill goes through it
+    knobs: str | None = None  # a set of pytest_onebit.doubles.knobs: the toy processed by it
 
     @property
     def two_pass(self) -> bool:
@@ -61,15 +62,23 @@ class Scenario:
             parts.append(f"s{self.seed}")
         if self.verify_last:
             parts.append("last")
+        if self.knobs:
+            parts.append(f"knobs-{self.knobs}")
         return "-".join(parts)
 
     def make_base(self):
         from pytest_onebit.doubles.toy import ToyBase
 
-        return ToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
-                       rows_shape=self.rows_shape, seed=self.seed,
-                       max_prefill_rows=self.prefill_rows, float32=self.float32,
-                       verify_last=self.verify_last)
+        toy = ToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
+                      rows_shape=self.rows_shape, seed=self.seed,
+                      max_prefill_rows=self.prefill_rows, float32=self.float32,
+                      verify_last=self.verify_last)
+        if self.knobs is None:
+            return toy
+        from onebit.processors import ProcessedBase
+        from pytest_onebit.doubles.knobs import knobs
+
+        return ProcessedBase(toy, knobs(self.knobs), len(self.prompt))
 
     def make_head(self, oracle):
         from pytest_onebit.doubles.heads import HEADS, pattern_head
@@ -136,6 +145,21 @@ def verify_last_scenarios() -> list[Scenario]:
     ]
 
 
+def knob_scenarios() -> list[Scenario]:
+    """The toy processed by each knob set (penalties, bias with min_tokens, all of them), so a
+    draft's penalty history, its min_tokens count and a rejection's roll-back are all judged
+    against plain greedy decoding with the same knobs: both round kinds, right and half-right
+    heads, a stop inside a batch, a long prompt prefilled in chunks."""
+    out = [Scenario(flavour, head, 4, knobs=name, max_tokens=30)
+           for name in ("penalties", "bias-min", "all") for flavour in FLAVOURS
+           for head in ("perfect", "half")]
+    out.append(Scenario(head="pattern", k=5, pattern=(True, True, False), knobs="all",
+                        max_tokens=30))
+    out.append(Scenario(head="perfect", k=7, knobs="bias-min", stop_at=9, max_tokens=30))
+    out.append(Scenario(head="half", k=4, knobs="all", prompt=LONG_PROMPT[:19], max_tokens=21))
+    return out
+
+
 def standard_scenarios() -> list[Scenario]:
     """The grid every loop is held to (ids are unique and stable)."""
     out = [replace(s, rows_shape=shape) for s in arm_scenarios() for shape in ("prefix", "batch")]
@@ -146,6 +170,7 @@ def standard_scenarios() -> list[Scenario]:
     out.append(Scenario(head=None, k=0, prompt=LONG_PROMPT, max_batch_rows=4, prefill_rows=16,
                         max_tokens=9))
     out += verify_last_scenarios()
+    out += knob_scenarios()
     ids = [s.id for s in out]
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert not duplicates, f"scenario ids must be unique: {sorted(duplicates)}"

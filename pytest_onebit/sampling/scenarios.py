@@ -33,6 +33,7 @@ class SamplingScenario:
     prompt: tuple[int, ...] = (2, 1)
     max_batch_rows: int = 8
     seed: int = 0  # the toy's weights (and, for S2, the rng's seed)
+    knobs: str | None = None  # a set of pytest_onebit.doubles.knobs.SMALL_KNOBS
 
     @property
     def sampling(self) -> Sampling:
@@ -50,11 +51,21 @@ class SamplingScenario:
             parts.append(f"r{self.max_batch_rows}")
         if self.seed:
             parts.append(f"s{self.seed}")
+        if self.knobs:
+            parts.append(f"knobs-{self.knobs}")
         return "-".join(parts)
 
     def make_base(self) -> ToyBase:
-        return MemoToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
-                           seed=self.seed)
+        toy = MemoToyBase(vocab_size=self.vocab_size, max_batch_rows=self.max_batch_rows,
+                          seed=self.seed)
+        if self.knobs is None:
+            return toy
+        from onebit.processors import ProcessedBase
+        from pytest_onebit.doubles.knobs import knobs
+
+        # the target is the processed toy: plain sampling and the loop both read its rows,
+        # and the heads draft from the raw toy (a head may ignore the knobs)
+        return ProcessedBase(toy, knobs(self.knobs, small=True), len(self.prompt))
 
     def make_head(self, base: ToyBase) -> ToySamplingHead:
         return ToySamplingHead(base, self.head, self.flavour)
@@ -89,6 +100,10 @@ def distribution_scenarios() -> list[SamplingScenario]:
         add(SAMPLINGS[1], flavour=flavour, head="argmax", k=2, max_tokens=5, seed=3)
         # 4 tokens: room for 3 drafts in a round (3 tokens leave 2 at most after t1)
         add(SAMPLINGS[1], flavour=flavour, head="mixed", k=3, max_tokens=4)
+        # the knobs: penalties and a bias with min_tokens, the target being the processed toy
+        for name in ("penalties", "bias-min"):
+            add(SAMPLINGS[0], flavour=flavour, head="mixed", k=2, max_tokens=4, knobs=name)
+            add(SAMPLINGS[2], flavour=flavour, head="model", k=3, max_tokens=4, knobs=name)
     return list(out.values())
 
 
