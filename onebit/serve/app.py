@@ -103,7 +103,7 @@ def create_app(engine: Engine) -> Starlette:
         try:
             wanted = parse(kind, await body_of(request))
             if not wanted.stream:
-                completion = await loop.run_in_executor(decodes, engine.complete, wanted)
+                completion = await loop.run_in_executor(decodes, engine.complete_n, wanted)
                 return JSONResponse(Answer(wanted, engine.name).body(tok, completion))
             await loop.run_in_executor(pool, engine.check, wanted)
         except RequestError as error:

@@ -160,8 +160,18 @@ class Engine:
 
     def check(self, request: Request) -> tuple[list[int], int]:
         """The prompt's ids and the token budget; a `RequestError` for a prompt the model
-        cannot take. A streamed request is checked before its stream opens, so a bad prompt
-        is still a 400."""
+        cannot take, or a knob naming a token outside its vocabulary. A streamed request is
+        checked before its stream opens, so a bad prompt is still a 400."""
+        vocab = self.model.vocab_size
+        for i, token in enumerate(request.stop_token_ids):
+            if token >= vocab:
+                raise RequestError(f"stop_token_ids[{i}]", f"stop_token_ids[{i}] = {token} is "
+                                   f"outside the vocabulary [0, {vocab})")
+        if request.processors is not None:
+            for token in request.processors.logit_bias:
+                if token >= vocab:
+                    raise RequestError(f"logit_bias[{token}]", f"logit_bias names token "
+                                       f"{token}, outside the vocabulary [0, {vocab})")
         ids = self.prompt_ids(request)
         budget = self.budget(request, len(ids))
         if self.batch is not None and self.batch.full():
@@ -180,9 +190,27 @@ class Engine:
         with self.lock:
             return self._decode(request, ids, max_tokens, on_text, cancelled)
 
+    def complete_n(self, request: Request) -> list[Completion]:
+        """`request.n` independent answers (not streamed). Answer i of a seeded request draws
+        from seed + i, so each is reproducible and none shares another's draws; in parallel
+        they decode side by side."""
+        if request.n == 1:
+            return [self.complete(request)]
+        from concurrent.futures import ThreadPoolExecutor
+        from dataclasses import replace
+
+        self.check(request)
+        answers = [replace(request, n=1, seed=None if request.seed is None
+                           else request.seed + i) for i in range(request.n)]
+        if self.batch is None:
+            return [self.complete(a) for a in answers]
+        with ThreadPoolExecutor(max_workers=request.n) as pool:
+            return list(pool.map(self.complete, answers))
+
     def _decode(self, request, ids, max_tokens, on_text, cancelled) -> Completion:
         tok = self.model.tokenizer
-        stops, stream = tok.stop_ids, tok.stream(skip_special_tokens=True)
+        stops = frozenset(tok.stop_ids) | frozenset(request.stop_token_ids)
+        stream = tok.stream(skip_special_tokens=True)
         cut = self.stop_text(request.stop)
         emitted: list[int] = []
         finish = ["length"]
@@ -207,13 +235,27 @@ class Engine:
                 return False
             return None
 
-        def scored(base):
-            return self.scored(base, start=len(ids), top=request.logprobs)
+        knobs = request.processors
+        if knobs is not None:  # min_tokens holds back every token that would end the answer
+            from dataclasses import replace
+
+            knobs = replace(knobs, held=frozenset(knobs.held) | stops)
+
+        def wrapped(base):
+            """The base the loop runs: raw scores recorded for logprobs (as vLLM reports
+            them), then the knobs, each row with its own prefix's state."""
+            from onebit.processors import ProcessedBase
+
+            if request.logprobs is not None:
+                base = self.scored(base, start=len(ids), top=request.logprobs)
+            if knobs is not None:
+                base = ProcessedBase(base, knobs, len(ids))
+            return base
 
         if self.batch is None:
             head, k = head_for(self.head, self.model, speculative=request.speculative,
                                draft=self.draft, k=self.k, sampled=request.sampling is not None)
-            base = scored(self.model) if request.logprobs is not None else self.model
+            base = wrapped(self.model)
             try:
                 result = self.run(base, head, ids, max_tokens=max_tokens, k=k,
                                   on_token=on_token, sampling=request.sampling,
@@ -228,8 +270,7 @@ class Engine:
             self.served["cancelled" if finish[0] == "cancelled" else "finished"] += 1
         else:
             base, s, used = self._batched(request, ids, max_tokens, on_token, cancelled,
-                                          scored if request.logprobs is not None else None,
-                                          finish)
+                                          wrapped, finish)
         if cut.hit is None:
             send(cut.push(stream.flush()))
             send(cut.finish())

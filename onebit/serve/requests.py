@@ -1,9 +1,11 @@
 """Validating `/v1/completions` and `/v1/chat/completions` bodies at the boundary.
 
 `parse(kind, body)` turns the decoded JSON into a `Request` or raises `RequestError` naming
-the field. Fields onebit does not implement are refused when they would change the answer
-(`n` > 1, penalties, `logit_bias`, `echo`, `suffix`, tools) rather than silently ignored;
-fields that change nothing here (`user`, `model`) are accepted. `speculative` is onebit's
+the field. The knobs (`presence_penalty`, `frequency_penalty`, vLLM's `repetition_penalty`,
+`logit_bias`, `min_tokens`, `stop_token_ids`, `n`) become an `onebit.processors.Processors`
+and the request's own fields; fields onebit does not implement are refused when they would
+change the answer (`best_of`, `echo`, `suffix`, tools, `response_format`) rather than silently
+ignored; fields that change nothing here (`user`, `model`) are accepted. `speculative` is onebit's
 own: false decodes the same request plainly, with no draft head, which is how a black-box
 harness compares speculation against the same server's plain decode.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from onebit.processors import Processors, ProcessorError
 from onebit.sampling import Sampling
 from onebit.serve.errors import RequestError
 
@@ -20,11 +23,12 @@ COMPLETION, CHAT = "completion", "chat"
 MAX_STOPS = 4          # OpenAI's limit
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat; completions' is 5, vLLM allows more
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
+MAX_N = 8               # answers one request may ask for (each is a sequence of its own)
+MAX_STOP_TOKEN_IDS = 64
 
 # Fields that would change the answer and that onebit does not do: refused, never ignored.
 # Each maps to the value that means "not used", which is accepted.
-UNSUPPORTED = {"n": 1, "best_of": 1, "echo": False, "suffix": None, "presence_penalty": 0,
-               "frequency_penalty": 0, "logit_bias": None, "tools": None, "functions": None,
+UNSUPPORTED = {"best_of": 1, "echo": False, "suffix": None, "tools": None, "functions": None,
                "response_format": None}
 
 
@@ -44,6 +48,9 @@ class Request:
     stream: bool = False
     include_usage: bool = False
     speculative: bool = True
+    processors: Processors | None = None  # None: no knob changes a score
+    stop_token_ids: tuple[int, ...] = ()  # end the answer (kept, as an EOS is)
+    n: int = 1  # independent answers; seeded, answer i draws from seed + i
 
 
 def _is_int(value) -> bool:
@@ -196,6 +203,60 @@ def _max_tokens(kind: str, body: dict) -> int | None:
     return _int(body, name, low=1, default=default)
 
 
+def _token_ids(body: dict, name: str, limit: int) -> tuple[int, ...]:
+    value = body.get(name)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > limit:
+        raise RequestError(name, f"{name} must be a list of at most {limit} token ids")
+    for i, item in enumerate(value):
+        if not _is_int(item) or item < 0:
+            raise RequestError(f"{name}[{i}]", f"{name}[{i}] must be a token id (an integer "
+                               f">= 0), got {item!r}")
+    return tuple(value)
+
+
+def _processors(body: dict, stop_token_ids: tuple[int, ...]) -> Processors | None:
+    """The knobs as `Processors` (None when none changes a score). The ids min_tokens holds
+    back (the model's stop tokens) are added by the engine, which knows them."""
+    bias = body.get("logit_bias")
+    if bias is not None and not isinstance(bias, dict):
+        raise RequestError("logit_bias", "logit_bias must be an object of token id -> bias")
+    ids = {}
+    for key, value in (bias or {}).items():
+        try:
+            token = int(key)
+        except (TypeError, ValueError):
+            raise RequestError(f"logit_bias[{key!r}]", f"logit_bias keys are token ids, got "
+                               f"{key!r}") from None
+        if str(token) != str(key).strip() or token < 0:
+            raise RequestError(f"logit_bias[{key!r}]", f"logit_bias keys are token ids (integers "
+                               f">= 0), got {key!r}")
+        ids[token] = value
+    fields = {"presence_penalty": body.get("presence_penalty", 0),
+              "frequency_penalty": body.get("frequency_penalty", 0),
+              "repetition_penalty": body.get("repetition_penalty", 1),
+              "logit_bias": ids, "min_tokens": body.get("min_tokens", 0),
+              "held": frozenset(stop_token_ids)}
+    for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens"):
+        if fields[name] is None:
+            fields[name] = {"repetition_penalty": 1}.get(name, 0)
+    try:
+        knobs = Processors(**fields)
+    except ProcessorError as error:
+        field = error.field if error.field != "held" else "stop_token_ids"
+        raise RequestError(field, str(error)) from None
+    return knobs if knobs.active or knobs.min_tokens else None
+
+
+def _n(body: dict, stream: bool) -> int:
+    n = _int(body, "n", low=1, high=MAX_N, default=1)
+    if n > 1 and stream:
+        raise RequestError("n", "n > 1 is not streamed by onebit serve: ask without stream, or "
+                           "send n requests")
+    return n
+
+
 def parse(kind: str, body: object) -> Request:
     """The `Request` in `body` (decoded JSON) for endpoint `kind` (COMPLETION or CHAT)."""
     if not isinstance(body, dict):
@@ -213,8 +274,11 @@ def parse(kind: str, body: object) -> Request:
     include_usage = bool(options and options.get("include_usage"))
     if include_usage and not stream:
         raise RequestError("stream_options", "stream_options needs stream: true")
+    stop_token_ids = _token_ids(body, "stop_token_ids", MAX_STOP_TOKEN_IDS)
     return Request(kind=kind, prompt=prompt, max_tokens=_max_tokens(kind, body),
                    stop=_stop(body), sampling=sampling, seed=seed,
                    logprobs=_logprobs(kind, body), stream=stream,
                    include_usage=include_usage,
-                   speculative=_bool(body, "speculative", True))
+                   speculative=_bool(body, "speculative", True),
+                   processors=_processors(body, stop_token_ids),
+                   stop_token_ids=stop_token_ids, n=_n(body, stream))

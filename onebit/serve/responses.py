@@ -70,17 +70,25 @@ class Answer:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "choices": choices}
 
-    def body(self, tok, completion: Completion) -> dict:
-        """The whole answer, not streamed."""
-        choice = {"index": 0, "finish_reason": completion.finish_reason,
-                  "logprobs": logprobs_of(tok, self.request, completion),
-                  "token_ids": completion.token_ids}
-        if self.request.kind == CHAT:
-            choice["message"] = {"role": "assistant", "content": completion.text}
-        else:
-            choice["text"] = completion.text
-        return {**self._envelope(self.object, [choice]), "usage": usage(completion),
-                "onebit": completion.stats}
+    def body(self, tok, completion: Completion | list[Completion]) -> dict:
+        """The whole answer, not streamed: one choice per completion (`n`), the usage of
+        all of them (the prompt counted once, as OpenAI does)."""
+        completions = completion if isinstance(completion, list) else [completion]
+        choices = []
+        for index, c in enumerate(completions):
+            choice = {"index": index, "finish_reason": c.finish_reason,
+                      "logprobs": logprobs_of(tok, self.request, c), "token_ids": c.token_ids}
+            if self.request.kind == CHAT:
+                choice["message"] = {"role": "assistant", "content": c.text}
+            else:
+                choice["text"] = c.text
+            choices.append(choice)
+        used = usage(completions[0])
+        made = sum(len(c.token_ids) for c in completions)
+        used.update(completion_tokens=made, total_tokens=used["prompt_tokens"] + made)
+        stats = completions[0].stats if len(completions) == 1 else \
+            [c.stats for c in completions]
+        return {**self._envelope(self.object, choices), "usage": used, "onebit": stats}
 
     def _chunk_object(self) -> str:
         return "chat.completion.chunk" if self.request.kind == CHAT else "text_completion"
