@@ -36,10 +36,25 @@ def log_softmax(row: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum())
 
 
+def top_ids(logp: np.ndarray, top: int) -> np.ndarray:
+    """The `top` likeliest ids, likeliest first, ties to the lower id: what a full stable sort
+    gives, from a partition of the row (sorting all 49 152 entries for every token made
+    logprobs cost more than the forward)."""
+    if top <= 0:
+        return np.zeros(0, np.int64)
+    if top >= logp.size:
+        return np.lexsort((np.arange(logp.size), -logp))
+    cut = np.partition(logp, logp.size - top)[logp.size - top]  # the top-th largest value
+    above = np.flatnonzero(logp > cut)
+    tied = np.flatnonzero(logp == cut)[:top - above.size]  # the lowest ids of the tie
+    chosen = np.concatenate([above, tied])
+    return chosen[np.lexsort((chosen, -logp[chosen]))]
+
+
 def token_logprob(row: np.ndarray, token: int, top: int) -> TokenLogprob:
     """The entry for `token` chosen from `row`, with the `top` likeliest (ties: lower id)."""
     logp = log_softmax(row)
-    best = np.lexsort((np.arange(logp.size), -logp))[:top] if top else []
+    best = top_ids(logp, top)
     return TokenLogprob(int(token), float(logp[token]),
                         tuple((int(i), float(logp[i])) for i in best))
 

@@ -65,3 +65,20 @@ def test_a_consumer_stop_inside_a_block_ends_the_entries_there():
     result = onebit.run(base, head, PROMPT, max_tokens=10, k=4, on_token=stop_at_three)
     assert len(result.tokens) == 3
     assert [e.token for e in base.logprobs] == result.tokens
+
+
+def test_top_ids_equal_a_full_stable_sort_ties_included():
+    """`top_ids` (a partition) gives exactly the full stable sort's first N ids, likeliest
+    first and ties to the lower id, on rows full of ties and on random rows, for N from 0 to
+    the whole row."""
+    import numpy as np
+
+    from onebit.serve.scores import top_ids
+
+    rng = np.random.default_rng(0)
+    rows = [rng.standard_normal(50), rng.integers(0, 4, 50).astype(float),
+            np.zeros(50), np.r_[np.ones(10), np.zeros(40)]]
+    for row in rows:
+        full = np.lexsort((np.arange(row.size), -row))
+        for n in (0, 1, 2, 5, 10, 11, 49, 50, 60):
+            assert list(top_ids(row, n)) == list(full[:n]), (n, row[:12])
