@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from onebit.processors import Processors, ProcessorError
+from onebit.processors import ProcessorError, Processors
 from onebit.sampling import Sampling
 from onebit.serve.errors import RequestError
 
