@@ -16,6 +16,7 @@ from onebit.loop import check_request, run
 from onebit.protocols import BaseModel, DraftHead, Drafts, SamplingHead
 from onebit.reference import greedy, sample
 from onebit.result import RunResult, RunStats
+from onebit.processors import Processors
 from onebit.sampling import Rng, Sampling, SeededRng, warp
 
 
@@ -49,6 +50,7 @@ __all__ = [
     "Fallback",
     "HeadContractError",
     "PartError",
+    "Processors",
     "RunResult",
     "Rng",
     "RunStats",

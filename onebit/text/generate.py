@@ -201,7 +201,7 @@ def _greedy(sampling) -> bool:
 def generate(model, prompt, *, chat: bool | None = None, system: str | None = None,
              max_tokens: int = 256, head="auto", k: int | None = None, sampling=None,
              seed: int | None = None, rng=None, fallback=None, on_text=None, tokenizer=None,
-             draft=None, skip_special_tokens: bool = True) -> Generation:
+             draft=None, skip_special_tokens: bool = True, processors=None) -> Generation:
     """Generate text after `prompt` (a str, or chat messages [{"role", "content"}, ...]).
 
     A str goes through the model's chat template when it has one (`chat=None`), or always
@@ -214,7 +214,11 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     with a `seed` (or `rng`) and the default head decodes plain, so the same seed gives the
     same text (the policy's choices depend on its clock, and the draws on those choices).
     `on_text(piece)` gets the text as it is decoded, never half a character. The run stops at
-    EOS/EOT. A prompt that leaves no room in the context is a `PromptError`.
+    EOS/EOT. A prompt that leaves no room in the context is a `PromptError`. `processors` (an
+    `onebit.Processors`: penalties, `logit_bias`, `min_tokens`) process every score the loop
+    reads with its own prefix's state (`onebit.processors.ProcessedBase`), so speculation
+    keeps the text plain decoding gives with the same knobs; `min_tokens` holds the model's
+    stop tokens back.
     """
     from onebit.loop import run
 
@@ -242,7 +246,17 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
             on_text(piece)
         return None
 
-    result = run(model, draft_head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
+    base = model
+    if processors is not None:
+        from dataclasses import replace
+
+        from onebit.processors import ProcessedBase, Processors
+
+        if not isinstance(processors, Processors):
+            raise ValueError(f"processors must be an onebit.Processors, got {processors!r}")
+        base = ProcessedBase(model, replace(processors, held=processors.held | set(stops)),
+                             len(ids))
+    result = run(base, draft_head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
                  sampling=sampling, seed=seed, rng=rng, fallback=fallback)
     end = time.perf_counter()
     rest = stream.flush()
