@@ -48,11 +48,13 @@ class Completion:
 class Engine:
     """Serves `model` (an onebit text model: a base with `.tokenizer`) with draft head `head`.
 
-    `run` is the loop (`onebit.run`); tests hand a copy with a planted fault. `scored` and
-    `stop_text` are the classes that record log-probabilities and cut at stop strings."""
+    `run` is the loop (`onebit.run`); tests hand a copy with a planted fault. `scored`,
+    `stop_text` and `processed` are the classes that record log-probabilities, cut at stop
+    strings and apply the knobs."""
 
     scored = ScoredBase
     stop_text = StopText
+    processed = None  # the knobs' base wrapper: onebit.processors.ProcessedBase when None
 
     def __init__(self, model, *, head: str = DEFAULT_HEAD, draft: str | None = None,
                  k: int | None = None, run: Callable | None = None,
@@ -249,7 +251,7 @@ class Engine:
             if request.logprobs is not None:
                 base = self.scored(base, start=len(ids), top=request.logprobs)
             if knobs is not None:
-                base = ProcessedBase(base, knobs, len(ids))
+                base = (self.processed or ProcessedBase)(base, knobs, len(ids))
             return base
 
         if self.batch is None:

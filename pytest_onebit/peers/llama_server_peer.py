@@ -70,6 +70,8 @@ CHECKS = ("A1-drafted", *[c for c in SERVED_CHECKS if c != "S1-distribution"],
           "I2-slot-reuse", "I11-context", "S1-distribution")
 #: llama-server's switches that put the answer's token ids in the response (`__verbose`)
 FIELDS = {"return_tokens": True, "verbose": True}
+#: N4: the knobs under llama-server's own names (it takes OpenAI's penalties and logit_bias)
+KNOB_NAMES = {"repetition_penalty": "repeat_penalty"}
 SLOTS = 3          # C1-concurrent sends 3 requests at once: one slot each
 CONTEXT = 512 * SLOTS
 EDGE = 6           # I11-context: the prompt leaves this many tokens of the slot's context
@@ -119,6 +121,10 @@ CHECK_DOCS = {
     "C1-concurrent": "requests in parallel slots answer as each does alone",
     "I2-slot-reuse": "a reused slot answers a prompt extending its last answer as plain does",
     "I11-context": "a prompt near the slot's context: no draft past it, plain's answer",
+    "C2-concurrent-scale": "8 staggered clients, streamed and not, greedy and seeded-sampled: "
+                           "each answer as alone",
+    "N4-knobs": "each knob (penalties, repeat_penalty, logit_bias, min_tokens): speculation's "
+                "ids equal plain's, or refused, or no effect",
 }
 
 
@@ -256,7 +262,7 @@ class ServerArm:
         peer = self.peer
         served = OpenAIPeer(spec.url, peer.plain.url, sampled=peer.sampled, delta=peer.delta,
                             only=tuple(c for c in peer.only if c in SERVED_CHECKS),
-                            fields=FIELDS)
+                            fields=FIELDS, knob_names=KNOB_NAMES)
         reason = served.unavailable()
         if reason is not None:
             return {c: failed(reason) for c in CHECKS}

@@ -22,7 +22,7 @@ from pytest_onebit.peers.protocol import Outcome, chosen, failed, not_applicable
 from pytest_onebit.peers.served_metrics import Metrics, read_metrics
 
 CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "I10-eos", "L1-logprobs",
-          "C1-concurrent", "C2-concurrent-scale", "S1-distribution")
+          "C1-concurrent", "C2-concurrent-scale", "N4-knobs", "S1-distribution")
 TOKENS = 16
 BUDGETS = (1, 2, 3, 5)
 TOP_LOGPROBS = 3
@@ -37,6 +37,17 @@ SCALE_CLIENTS = 8
 SCALE_STAGGER = 0.03
 SCALE_BUDGETS = (8, 24, 12, 32, 16)
 SCALE_SAMPLED = {"temperature": 0.8, "top_p": 0.95}
+#: N4: each knob, with the prompt it is sent on (an arm's prompt index) and its value; the
+#: logit_bias case bans the plain answer's first token, so it must move the answer
+KNOB_CASES = (
+    ("presence_penalty", 2, {"presence_penalty": 2.0}),
+    ("frequency_penalty", 2, {"frequency_penalty": 2.0}),
+    ("repetition_penalty", 0, {"repetition_penalty": 1.3}),
+    ("logit_bias", 0, None),
+    ("min_tokens", 0, {"min_tokens": 24}),
+    ("all", 0, {"presence_penalty": 0.5, "frequency_penalty": 0.5, "repetition_penalty": 1.2}),
+)
+KNOB_TOKENS = 24
 #: C2's prompts besides the arm's own: one answered in a few tokens, one at length
 SCALE_PROMPTS = ("Answer with one word: what is the capital of France?",
                  "Write a haiku about rain.")
@@ -164,7 +175,8 @@ class OpenAIPeer:
     def __init__(self, url: str, plain_url: str | None = None, *,
                  arms: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None,
                  sampled: bool = False, delta: float | None = None,
-                 timeout: float = 120.0, fields: dict | None = None) -> None:
+                 timeout: float = 120.0, fields: dict | None = None,
+                 knob_names: dict | None = None) -> None:
         self.client = Client(url, timeout=timeout)
         self.plain = Client(plain_url, timeout=timeout) if plain_url else None
         self.only = chosen(only, CHECKS, "openai peer check")
@@ -174,6 +186,7 @@ class OpenAIPeer:
                                      alpha=1e-3, beta=1e-2)
         self.model = "?"
         self.fields = dict(fields or {})  # sent in every request (a server's own switches)
+        self.knob_names = dict(knob_names or {})  # N4: a knob's name in this server's API
 
     def unavailable(self) -> str | None:
         try:
@@ -241,6 +254,7 @@ class EndpointArm:
             "I1-text": self.text, "I1-stream": self.stream, "I9-budget": self.budget,
             "I10-stop-string": self.stop, "I10-eos": self.eos, "L1-logprobs": self.logprobs,
             "C1-concurrent": self.concurrent, "C2-concurrent-scale": self.scale,
+            "N4-knobs": self.knobs,
             "S1-distribution": self.distribution}
         outcomes = {}
         for name in self.peer.only:
@@ -480,6 +494,47 @@ class EndpointArm:
         return passed(f"{len(requests)} clients {SCALE_STAGGER * 1000:.0f} ms apart, budgets "
                       f"{min(SCALE_BUDGETS)}-{max(SCALE_BUDGETS)}, streamed and not, greedy and "
                       f"seeded-sampled: each as alone{note}")
+
+    def knob_body(self, prompt: str, fields: dict) -> dict:
+        """A knob request in the server's own names (`--knob-name` renames, e.g. llama-server's
+        `repeat_penalty`)."""
+        renamed = {self.peer.knob_names.get(k, k): v for k, v in fields.items()}
+        return self.body(prompt, max_tokens=KNOB_TOKENS, **renamed)
+
+    def knobs(self) -> Outcome:
+        """Each knob, speculation against plain: the same ids (the knob applied to every
+        drafted row with its own prefix's state), or a difference (a finding), or refused by
+        the server (recorded as refused, never a pass), or no effect on the answer (the knob
+        ignored, or too weak on this prompt: not judged)."""
+        if self.name != "completions":
+            return not_applicable("judged on the completions arm")
+        verdicts, bad = [], []
+        for name, index, fields in KNOB_CASES:
+            prompt = self.prompts[index]
+            bare = self.ask(self.body(prompt, max_tokens=KNOB_TOKENS), plain=True)
+            if fields is None:
+                ids = _ids(bare)
+                if not ids:
+                    verdicts.append(f"{name}: not judged (no token ids)")
+                    continue
+                fields = {"logit_bias": {str(ids[0]): -100}}
+            body = self.knob_body(prompt, fields)
+            try:
+                spec, plain = self.pair(body)
+            except ServerError as error:
+                if 400 <= error.status < 500:
+                    verdicts.append(f"{name}: refused ({error.status})")
+                    continue
+                raise
+            if (where := _diverges(spec, plain)) is not None:
+                bad.append(f"{name}: {where}")
+                verdicts.append(f"{name}: DIFFERS")
+            elif _diverges(plain, bare) is None:
+                verdicts.append(f"{name}: no effect")
+            else:
+                verdicts.append(f"{name}: equal")
+        detail = "; ".join(verdicts)
+        return failed(detail + " -- " + "; ".join(bad)) if bad else passed(detail)
 
     def distribution(self) -> Outcome:
         n = self.peer.power.samples

@@ -150,6 +150,27 @@ class BatchSwapEngine(Engine):
         self.batch.rows = _SwappedRows(self.batch.rows)
 
 
+def _knobs_on_steps_only():
+    from onebit.processors import ProcessedBase
+
+    class StepsOnly(ProcessedBase):
+        """The knobs on steps only: a verify's rows come back raw (vLLM #18902's shape)."""
+
+        def verify(self, tokens, pos):
+            rows = self._base.verify(tokens, pos)
+            self._pending = ([int(t) for t in tokens], pos)
+            return rows
+
+    return StepsOnly
+
+
+class KnobsOnStepsEngine(Engine):
+    """(h) The knobs applied to plain steps but not to verify rows: with speculation on, an
+    accepted draft is judged against the raw scores and the knob does nothing there."""
+
+    processed = _knobs_on_steps_only()
+
+
 #: plant name -> (the engine class, the check that must catch it)
 PLANTS = {"stop-in-block": (StopInBlockEngine, "I10-stop-string"),
           # the same fault met by an end-of-turn token drafted inside a block
@@ -159,5 +180,6 @@ PLANTS = {"stop-in-block": (StopInBlockEngine, "I10-stop-string"),
           "logprobs": (LogprobsEngine, "L1-logprobs"),
           "accept-one-more": (AcceptOneMoreEngine, "I1-text"),
           "batch-swap": (BatchSwapEngine, "C2-concurrent-scale"),
+          "knobs-on-steps": (KnobsOnStepsEngine, "N4-knobs"),
           # sampled: caught by S1 only with --sampled (tests/peers/test_openai_peer.py)
           "ratio-inverted": (RatioInvertedEngine, "S1-distribution")}

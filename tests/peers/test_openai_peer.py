@@ -67,7 +67,8 @@ def test_clean_parallel_server_passes_every_check(smollm2, capsys):
 
 
 @pytest.mark.parametrize("plant", ["stop-in-block", "eos-in-block", "stop-uncut", "budget",
-                                   "logprobs", "accept-one-more", "batch-swap"])
+                                   "logprobs", "accept-one-more", "batch-swap",
+                                   "knobs-on-steps"])
 def test_each_planted_fault_fails_its_check(smollm2, capsys, plant):
     """A server with one planted fault fails the check made to catch it (exit 1, the check
     named failed in the report and on the closing line). Only that check runs, on one
