@@ -44,9 +44,11 @@ KNOB_CASES = (
     ("frequency_penalty", 2, {"frequency_penalty": 2.0}),
     ("repetition_penalty", 0, {"repetition_penalty": 1.3}),
     ("logit_bias", 0, None),
-    ("min_tokens", 0, {"min_tokens": 24}),
     ("all", 0, {"presence_penalty": 0.5, "frequency_penalty": 0.5, "repetition_penalty": 1.2}),
 )
+#: N4 on the chat arm: min_tokens on a question answered in one word, whose end of turn it
+#: must hold back
+CHAT_KNOB_CASES = (("min_tokens", -1, {"min_tokens": 12}),)
 KNOB_TOKENS = 24
 #: C2's prompts besides the arm's own: one answered in a few tokens, one at length
 SCALE_PROMPTS = ("Answer with one word: what is the capital of France?",
@@ -505,12 +507,12 @@ class EndpointArm:
         """Each knob, speculation against plain: the same ids (the knob applied to every
         drafted row with its own prefix's state), or a difference (a finding), or refused by
         the server (recorded as refused, never a pass), or no effect on the answer (the knob
-        ignored, or too weak on this prompt: not judged)."""
-        if self.name != "completions":
-            return not_applicable("judged on the completions arm")
+        ignored, or too weak on this prompt: not judged). Completions take the penalties and
+        the bias, chat `min_tokens` on a question answered in one word."""
+        chat = self.name == "chat"
         verdicts, bad = [], []
-        for name, index, fields in KNOB_CASES:
-            prompt = self.prompts[index]
+        for name, index, fields in CHAT_KNOB_CASES if chat else KNOB_CASES:
+            prompt = EOS_CHATS[2][0]["content"] if chat else self.prompts[index]
             bare = self.ask(self.body(prompt, max_tokens=KNOB_TOKENS), plain=True)
             if fields is None:
                 ids = _ids(bare)
