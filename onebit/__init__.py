@@ -13,10 +13,10 @@ from onebit.errors import (
 )
 from onebit.fallback import Fallback
 from onebit.loop import check_request, run
+from onebit.processors import Processors
 from onebit.protocols import BaseModel, DraftHead, Drafts, SamplingHead
 from onebit.reference import greedy, sample
 from onebit.result import RunResult, RunStats
-from onebit.processors import Processors
 from onebit.sampling import Rng, Sampling, SeededRng, warp
 
 
