@@ -58,7 +58,7 @@ def prove_library(spec: str, *, timeout: float = DEFAULT_TIMEOUT,
     to I1..I13 and F1."""
     loop = native_loop(spec, timeout=timeout)
     base = prove(loop, name=spec, expected_failed_checks=expected_failed_checks,
-                 scenarios=abi_scenarios())
+                 scenarios=abi_scenarios(), batch=False)
     report = NativeProveReport(**vars(base))
     cases = fault_cases()
     report.fault_cases = len(cases)

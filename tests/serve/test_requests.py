@@ -37,7 +37,8 @@ def test_good_completion_and_chat_requests():
     (COMPLETION, {"prompt": "x", "stop": ["a", ""]}, "stop[1]"),
     (COMPLETION, {"prompt": "x", "stop": ["a"] * 5}, "stop"),
     (COMPLETION, {"prompt": "x", "logprobs": 21}, "logprobs"),
-    (COMPLETION, {"prompt": "x", "n": 2}, "n"),
+    (COMPLETION, {"prompt": "x", "n": 9}, "n"),
+    (COMPLETION, {"prompt": "x", "n": 2, "stream": True}, "n"),
     (COMPLETION, {"prompt": "x", "echo": True}, "echo"),
     (COMPLETION, {"prompt": "x", "stream": "yes"}, "stream"),
     (COMPLETION, {"prompt": "x", "speculative": 0}, "speculative"),
@@ -48,7 +49,12 @@ def test_good_completion_and_chat_requests():
     (CHAT, {"messages": MESSAGES, "top_logprobs": 2}, "top_logprobs"),
     (CHAT, {"messages": MESSAGES, "max_tokens": 3, "max_completion_tokens": 3},
      "max_completion_tokens"),
-    (CHAT, {"messages": MESSAGES, "presence_penalty": 0.5}, "presence_penalty"),
+    (CHAT, {"messages": MESSAGES, "presence_penalty": 2.5}, "presence_penalty"),
+    (CHAT, {"messages": MESSAGES, "logit_bias": {"-3": 1}}, "logit_bias['-3']"),
+    (CHAT, {"messages": MESSAGES, "min_tokens": -1}, "min_tokens"),
+    (CHAT, {"messages": MESSAGES, "stop_token_ids": [1, "2"]}, "stop_token_ids[1]"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_object"}},
+     "response_format"),
 ])
 def test_bad_fields_are_named(kind, body, param):
     """Each bad or unsupported field is refused with its name as OpenAI's `param`."""
