@@ -4,7 +4,11 @@
 Prints tokens/s per arm, median [min .. max] over rounds, each arm's ratio to one slot per
 round, the passes it took, and whether every answer equalled plain `onebit.run`'s.
 
-    .venv/bin/python benchmarks/batch_slots.py [--rounds 3] [--tokens 64]
+    .venv/bin/python benchmarks/batch_slots.py [--rounds 3] [--tokens 64] [--head auto]
+
+With `--head auto` every sequence drafts with prompt lookup under a cost policy of its own,
+timed by the sequence's share of each pass (what `onebit serve --head auto --parallel N` runs):
+the table then also gives the drafts sent per token, which should fall as the batch fills.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--head", choices=("none", "auto"), default="none")
     args = parser.parse_args()
     import onebit
     from onebit.batch import BatchEngine, BatchRequest
@@ -38,12 +43,19 @@ def main() -> int:
         out = [list(onebit.run(model, None, i, max_tokens=args.tokens, k=0).tokens) for i in ids]
         return sum(map(len, out)) / (time.perf_counter() - start), len(out) * args.tokens, out
 
+    from onebit.serve.heads import batched_head
+
+    factory, k = batched_head(args.head)
+    sent: dict[str, float] = {}
+
     def batched(slots: int):
         engine = BatchEngine(model, slots=slots)
         start = time.perf_counter()
-        handles = [engine.submit(BatchRequest(prompt=i, max_tokens=args.tokens)) for i in ids]
+        handles = [engine.submit(BatchRequest(prompt=i, max_tokens=args.tokens, head=factory,
+                                              k=k)) for i in ids]
         engine.run_until_idle()
         out = [h.result().tokens for h in handles]
+        sent[f"{slots} slots"] = engine.stats.proposed / max(1, engine.stats.tokens)
         return sum(map(len, out)) / (time.perf_counter() - start), engine.stats.passes, out
 
     arms = {"plain onebit.run": plain, **{f"{s} slots": (lambda s=s: batched(s))
@@ -61,15 +73,16 @@ def main() -> int:
             reference = reference or out
             same[name] &= out == reference
     base = speed["1 slots"]
-    print(f"{args.rounds} rounds, eight {args.tokens}-token greedy answers, SmolLM2 Q4_1, int8\n")
-    print("| arm | tokens/s | / one slot | passes | answers = plain |")
-    print("|---|---:|---:|---:|---|")
+    print(f"{args.rounds} rounds, eight {args.tokens}-token greedy answers, SmolLM2 Q4_1, int8, "
+          f"head {args.head}\n")
+    print("| arm | tokens/s | / one slot | passes | drafts sent / token | answers = plain |")
+    print("|---|---:|---:|---:|---:|---|")
     for name in arms:
         s = speed[name]
         ratios = [a / b for a, b in zip(s, base, strict=True)]
         print(f"| {name} | {statistics.median(s):.0f} [{min(s):.0f} .. {max(s):.0f}] | "
               f"{statistics.median(ratios):.2f} [{min(ratios):.2f} .. {max(ratios):.2f}] | "
-              f"{passes[name]} | {'yes' if same[name] else 'NO'} |")
+              f"{passes[name]} | {sent.get(name, 0.0):.2f} | {'yes' if same[name] else 'NO'} |")
     return 0
 
 

@@ -447,12 +447,12 @@ class EndpointArm:
         return out
 
     def send(self, body: dict, streamed: bool) -> list[int] | str:
-        """One request's answer as ids where the server returns them (the last streamed
-        chunk's for a stream), else its text."""
+        """One request's answer: its ids where the server returns them, else its text. A
+        stream's answer is its text joined: servers put ids in streamed chunks by two
+        conventions (all in the last, or each chunk its own), and chunk boundaries move with
+        the load, so only the joined text is comparable across runs."""
         if streamed:
-            got = self.peer.client.stream(self.path, body)
-            ids = _ids(got.last, verbose=False) if got.last else None
-            return ids if ids is not None else got.text
+            return self.peer.client.stream(self.path, body).text
         answer = self.peer.client.post(self.path, body)
         ids = _ids(answer)
         return ids if ids is not None else _text(answer)
