@@ -143,6 +143,10 @@ def prove(run: RunFn, *, name: str = "onebit.run",
     if unknown:  # each contract validates its own; a name of none is named here
         raise ValueError(f"expected_failed_checks names unknown check(s) {unknown}; known: "
                          f"{known}")
+    if scenarios is None:  # the standard grid, and the toy processed by the knobs
+        from pytest_onebit.loop.scenarios import knob_scenarios, standard_scenarios
+
+        scenarios = [*standard_scenarios(), *knob_scenarios()]
     contract = check_loop(run, scenarios, raise_on_failure=False, on_trace=cost,
                           expected_failed_checks={n: r for n, r in declared.items()
                                                   if n in CHECKS})

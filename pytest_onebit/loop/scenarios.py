@@ -170,7 +170,6 @@ def standard_scenarios() -> list[Scenario]:
     out.append(Scenario(head=None, k=0, prompt=LONG_PROMPT, max_batch_rows=4, prefill_rows=16,
                         max_tokens=9))
     out += verify_last_scenarios()
-    out += knob_scenarios()
     ids = [s.id for s in out]
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert not duplicates, f"scenario ids must be unique: {sorted(duplicates)}"

@@ -100,11 +100,17 @@ def distribution_scenarios() -> list[SamplingScenario]:
         add(SAMPLINGS[1], flavour=flavour, head="argmax", k=2, max_tokens=5, seed=3)
         # 4 tokens: room for 3 drafts in a round (3 tokens leave 2 at most after t1)
         add(SAMPLINGS[1], flavour=flavour, head="mixed", k=3, max_tokens=4)
-        # the knobs: penalties and a bias with min_tokens, the target being the processed toy
-        for name in ("penalties", "bias-min"):
-            add(SAMPLINGS[0], flavour=flavour, head="mixed", k=2, max_tokens=4, knobs=name)
-            add(SAMPLINGS[2], flavour=flavour, head="model", k=3, max_tokens=4, knobs=name)
     return list(out.values())
+
+
+def knob_sampling_scenarios() -> list[SamplingScenario]:
+    """S1..S4 on a toy processed by a knob set (penalties; a bias with min_tokens): the target
+    is the processed toy, the heads draft from the raw one. Both round kinds, the mixed head at
+    k = 2 and the draft-model head at k = 3, four tokens each."""
+    return [SamplingScenario(**_with(s, flavour=flavour, head=head, k=k, max_tokens=4,
+                                     knobs=name))
+            for flavour in ("one-pass", "two-pass") for name in ("penalties", "bias-min")
+            for s, head, k in ((SAMPLINGS[0], "mixed", 2), (SAMPLINGS[2], "model", 3))]
 
 
 def seeded_scenarios() -> list[SamplingScenario]:

@@ -230,13 +230,13 @@ def test_pytest_with_a_loop_module_that_raises_is_a_usage_error(pytester):
 
 
 def test_standard_grid_is_unchanged():
-    """The split kept the standard grid: 166 scenarios (130, 15 for the batched prefill, 6
-    whose base has verify_last, so the prefill goes through it, and 15 on the toy processed by
-    a knob set), ids unique, the first is the one-pass perfect head at k = 1."""
+    """The split kept the standard grid: 151 scenarios (130, 15 for the batched prefill and 6
+    whose base has verify_last, so the prefill goes through it), ids unique, the first is the
+    one-pass perfect head at k = 1. The knob scenarios are a grid of their own."""
     grid = standard_scenarios()
-    assert len(grid) == 166 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"
+    assert len(grid) == 151 and grid[0].id == "one-pass-perfect-k1-r8-prefix-n40"
     assert sum(s.verify_last for s in grid) == 6
-    assert sum(s.knobs is not None for s in grid) == 15
+    assert not any(s.knobs for s in grid)
 
 
 FORWARDING_LOOPS = """
