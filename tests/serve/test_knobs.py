@@ -121,3 +121,30 @@ def test_bad_knobs_are_400_naming_the_field(client, fields, param):
         urllib.request.urlopen(request, timeout=60)
     assert caught.value.code == 400
     assert json.loads(caught.value.read())["error"]["param"] == param
+
+
+def test_generate_takes_processors_and_speculation_keeps_their_text(smollm2_model):
+    """`onebit.generate(..., processors=...)` on SmolLM2: the knobs change the greedy text, and
+    prompt lookup under them gives exactly plain decoding's text with the same knobs."""
+    import onebit
+
+    knobs = onebit.Processors(repetition_penalty=1.3, logit_bias={33662: -100.0})
+    prompt = "A: hello\nB: hello\nA: hello\nB: hello\nA:"
+    plain = onebit.generate(smollm2_model, prompt, chat=False, max_tokens=24, head="none",
+                            processors=knobs)
+    spec = onebit.generate(smollm2_model, prompt, chat=False, max_tokens=24, head="ngram",
+                           processors=knobs)
+    bare = onebit.generate(smollm2_model, prompt, chat=False, max_tokens=24, head="none")
+    assert list(spec.result.tokens) == list(plain.result.tokens)
+    assert list(plain.result.tokens) != list(bare.result.tokens)
+    with pytest.raises(ValueError, match="processors must be an onebit.Processors"):
+        onebit.generate(smollm2_model, prompt, max_tokens=2, processors={"min_tokens": 3})
+
+
+@pytest.fixture(scope="module")
+def smollm2_model():
+    from onebit.hub import skip_unless_cached
+    from onebit.text.load import load_text_model
+
+    skip_unless_cached("smollm2")
+    return load_text_model(None, kernel="int8")
