@@ -52,6 +52,7 @@ def test_clean_server_passes_every_check(smollm2, capsys):
     assert "drafts accepted" in report["checks"]["I1-text"]["arms"]["completions"]["detail"]
 
 
+@pytest.mark.slow  # every check again on a second server: README line 2's four minutes
 def test_clean_parallel_server_passes_every_check(smollm2, capsys):
     """onebit serve decoding four requests at once (the batch engine, prompt lookup per
     sequence) passes every check too, C1 and C2 (eight staggered clients, streamed and not,
