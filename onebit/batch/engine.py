@@ -270,8 +270,8 @@ class BatchEngine:
         committed."""
         seq = handle._seq
         with self._cv:
-            if seq.done.is_set() or seq.cancelled:
-                return
+            if seq.done.is_set() or seq.cancelled or seq.ended:
+                return  # an ended sequence keeps its own finish; the next pass reaps it
             seq.cancelled = True
             seq.finish = "cancelled"
             if seq in self._waiting:
