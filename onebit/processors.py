@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onebit.wrapped import WrappedBase
+
 #: the score a held-back token gets: finite (the loop checks scores are), and far enough below
 #: any real score that its probability is exactly 0 after the softmax
 MASKED = -1.0e30
@@ -136,14 +138,14 @@ class _History:
         self.length += 1
 
 
-class ProcessedBase:
+class ProcessedBase(WrappedBase):
     """`base` with every row it scores processed by `processors`, each with the state of its
     own prefix; `prompt_len` tokens are the prompt (not generated). Members the loop does not
     call through this class are the base's own."""
 
     def __init__(self, base, processors: Processors, prompt_len: int) -> None:
         processors.check_vocab(base.vocab_size)
-        self._base = base
+        super().__init__(base)
         self.processors = processors
         self.prompt_len = int(prompt_len)
         self._history = _History(base.vocab_size)
@@ -153,22 +155,6 @@ class ProcessedBase:
             bias[token] = value
         self._bias = bias if processors.logit_bias else None
         self._held = np.array(sorted(processors.held), np.int64)
-
-    def __getattr__(self, name: str):
-        return getattr(self._base, name)
-
-    @property
-    def vocab_size(self) -> int:
-        return self._base.vocab_size
-
-    def max_batch_rows(self) -> int:
-        return self._base.max_batch_rows()
-
-    def last_hidden(self):
-        return self._base.last_hidden()
-
-    def last_hidden_rows(self):
-        return self._base.last_hidden_rows()
 
     def reset(self) -> None:
         self._history = _History(self._base.vocab_size)

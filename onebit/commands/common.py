@@ -45,16 +45,17 @@ def add_format(parser: argparse.ArgumentParser, choices=("text", "md", "json"),
                         "Markdown for a pull request, or JSON")
 
 
-def positive(name: str):
-    """An argparse type: an int >= 1, with the flag named in the error."""
+def positive(name: str, least: int = 1):
+    """An argparse type: an int >= `least` (1: positive; 0: none or more), with the flag named
+    in the error."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} wants an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {least}, got {value}")
         return value
 
     return parse

@@ -22,16 +22,6 @@ from onebit.serve.server import LOOPBACK
 AUTO_PARALLEL = 4
 
 
-def _parallel(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--parallel wants an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--parallel must be >= 0, got {value}")
-    return value
-
-
 def parallel_for(requested: int | None, model, head: str) -> int | None:
     """The slots to serve with: --parallel N as given (0: one at a time, None), or by default
     AUTO_PARALLEL where the model has the compiled stack and the head can be batched."""
@@ -72,12 +62,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
     parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
                         "head's own)")
-    parser.add_argument("--parallel", type=_parallel, metavar="N",
+    parser.add_argument("--parallel", type=positive("--parallel", least=0), metavar="N",
                         help="decode up to N requests at once, each in a slot of its own, in "
                         "one pass of the model (continuous batching; needs the int8 kernel's "
                         "compiled stack; heads none, auto, ngram); 0: one at a time. Default: "
                         f"{AUTO_PARALLEL} where the model and head allow it, else one at a time")
-    parser.add_argument("--queue", type=int, default=64, metavar="N",
+    parser.add_argument("--queue", type=positive("--queue", least=0), default=64, metavar="N",
                         help="with --parallel: requests that may wait for a slot; past that "
                         "a request gets a 429 (default 64)")
     parser.add_argument("--context", type=positive("--context"), metavar="N",
@@ -115,8 +105,6 @@ def main(args: argparse.Namespace) -> int:
     from onebit.serve.server import serve
 
     try:
-        if args.queue < 0:
-            raise ValueError(f"--queue must be >= 0, got {args.queue}")
         model = load_for_text(args)
         parallel = parallel_for(args.parallel, model, args.head)
         engine = Engine(model, head=args.head, draft=args.draft, k=args.k,

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onebit.wrapped import WrappedBase
+
 
 @dataclass(frozen=True)
 class TokenLogprob:
@@ -59,35 +61,19 @@ def token_logprob(row: np.ndarray, token: int, top: int) -> TokenLogprob:
                         tuple((int(i), float(logp[i])) for i in best))
 
 
-class ScoredBase:
+class ScoredBase(WrappedBase):
     """The base, recording a `TokenLogprob` for every token committed at `start` or later
     (`start` = the prompt's length). Members the loop does not call through this class (the
     tokenizer, the config, optional `max_prefill_rows`) are the base's own."""
 
     def __init__(self, base, *, start: int, top: int = 0) -> None:
-        self._base = base
+        super().__init__(base)
         self.start = start
         self.top = top
         self.logprobs: list[TokenLogprob] = []
         self._rows: dict[int, np.ndarray] = {}   # position -> the latest row scoring it
         # the last verify: its tokens, position, rows, and which token its first row follows
         self._pending: tuple[list[int], int, np.ndarray, int] | None = None
-
-    def __getattr__(self, name: str):
-        return getattr(self._base, name)
-
-    @property
-    def vocab_size(self) -> int:
-        return self._base.vocab_size
-
-    def max_batch_rows(self) -> int:
-        return self._base.max_batch_rows()
-
-    def last_hidden(self):
-        return self._base.last_hidden()
-
-    def last_hidden_rows(self):
-        return self._base.last_hidden_rows()
 
     def reset(self) -> None:
         self._rows.clear()
