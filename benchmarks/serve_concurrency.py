@@ -22,16 +22,10 @@ import threading
 import time
 import urllib.request
 
-PROMPTS = [
-    "Give me three tips for sleeping better.",
-    "Explain how a refrigerator keeps food cold.",
-    "Write a short email asking my manager for a day off on Friday.",
-    "What is a good recipe for a simple tomato soup?",
-    "Summarize the plot of Romeo and Juliet in a few sentences.",
-    "Write a Python function that checks whether a number is prime.",
-    "How do I stay motivated when learning a new language?",
-    "Explain the difference between weather and climate.",
-]
+from policy_ab import PROMPTS as CHAT_PROMPTS  # a script's folder is on its path
+
+# the first eight of policy_ab.py's ordinary chat prompts
+PROMPTS = CHAT_PROMPTS[:8]
 
 
 def post(url: str, prompt: str, tokens: int) -> dict:

@@ -21,16 +21,10 @@ import sys
 import threading
 import time
 
-PROMPTS = [
-    "Give me three tips for sleeping better.",
-    "Explain how a refrigerator keeps food cold.",
-    "Write a short email asking my manager for a day off on Friday.",
-    "What is a good recipe for a simple tomato soup?",
-    "Summarize the plot of Romeo and Juliet in a few sentences.",
-    "Write a Python function that checks whether a number is prime.",
-    "How do I stay motivated when learning a new language?",
-    "Explain the difference between weather and climate.",
-]
+from policy_ab import PROMPTS as CHAT_PROMPTS  # a script's folder is on its path
+
+# the first eight of policy_ab.py's ordinary chat prompts
+PROMPTS = CHAT_PROMPTS[:8]
 
 
 def one_request(client, prompt: str, tokens: int) -> tuple[float, list[float], int]:
