@@ -61,6 +61,32 @@ def positive(name: str, least: int = 1):
     return parse
 
 
+def duration(name: str):
+    """An argparse type for a length of time: `90s`, `30m`, `2h30m`, `1.5h` or plain seconds;
+    refused by name unless above zero and below 100 days."""
+    import re
+
+    part = re.compile(r"(\d+(?:\.\d+)?)([hms])")
+
+    def parse(text: str) -> float:
+        text = text.strip().lower()
+        try:
+            seconds = float(text)
+        except ValueError:
+            pieces = part.findall(text)
+            if not pieces or "".join(n + u for n, u in pieces) != text:
+                raise argparse.ArgumentTypeError(
+                    f"{name} takes a time such as 90s, 30m, 2h30m or 1.5h, got {text!r}"
+                ) from None
+            seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in pieces)
+        if not 0 < seconds < 100 * 86400:
+            raise argparse.ArgumentTypeError(f"{name} must be above 0 and below 100 days, "
+                                             f"got {text!r}")
+        return seconds
+
+    return parse
+
+
 def project_root() -> Path | None:
     """The project checkout the installed package lives in (an editable install), or None."""
     import onebit

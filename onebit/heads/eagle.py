@@ -181,10 +181,20 @@ def cached_head_dir(base_path: str | Path) -> Path:
     return heads_dir() / f"{Path(base_path).name}-{file_sha256(base_path)[:16]}"
 
 
-def save_eagle(path: str | Path, config: EagleConfig, tensors: dict[str, np.ndarray]) -> Path:
-    """Write a head directory: config.json and model.safetensors (float32, d2t as int64)."""
+#: the dtypes a head's weights may be stored in (they are float32 once loaded); float16 halves
+#: the file of a head shipped inside the package, and the head's products quantise to q8_0
+#: anyway
+WEIGHT_DTYPES = (np.float32, np.float16)
+
+
+def save_eagle(path: str | Path, config: EagleConfig, tensors: dict[str, np.ndarray], *,
+               dtype=np.float32) -> Path:
+    """Write a head directory: config.json and model.safetensors (weights in `dtype`, float32
+    or float16; d2t as int64)."""
     from safetensors.numpy import save_file
 
+    if np.dtype(dtype) not in [np.dtype(d) for d in WEIGHT_DTYPES]:
+        raise ValueError(f"a head's weights are stored as float32 or float16, not {dtype!r}")
     shapes = config.tensor_shapes()
     if set(tensors) != set(shapes):
         raise ValueError(f"a head has the tensors {sorted(shapes)}; got {sorted(tensors)}")
@@ -193,7 +203,9 @@ def save_eagle(path: str | Path, config: EagleConfig, tensors: dict[str, np.ndar
         value = np.asarray(tensors[name])
         if value.shape != shape:
             raise ValueError(f"tensor {name} has shape {value.shape}; the config says {shape}")
-        out[name] = np.ascontiguousarray(value, np.int64 if name == "d2t" else np.float32)
+        out[name] = np.ascontiguousarray(value, np.int64 if name == "d2t" else dtype)
+        if name != "d2t" and not np.isfinite(out[name]).all():
+            raise ValueError(f"tensor {name} holds values {np.dtype(dtype)} cannot hold")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tmp = path / (WEIGHTS_FILE + ".part")
@@ -207,7 +219,7 @@ def load_eagle(path: str | Path) -> tuple[EagleConfig, dict[str, np.ndarray]]:
     """Read and check a head directory. Every failure is a `DraftFileError` naming the file
     and the field or tensor: sizes are checked against the config before any tensor is read,
     each tensor's dtype and shape against the config, weights must be finite, and `d2t` must
-    be distinct base ids in order."""
+    be distinct base ids in order. Weights stored as float16 come back as float32."""
     from onebit.models.files import read_small
 
     path = Path(path)
@@ -224,7 +236,7 @@ def load_eagle(path: str | Path) -> tuple[EagleConfig, dict[str, np.ndarray]]:
     if not file.is_file():
         raise DraftFileError(f"{file}: missing (the head's weights)")
     shapes = config.tensor_shapes()
-    want = sum(4 * int(np.prod(s)) for n, s in shapes.items() if n != "d2t")
+    want = sum(2 * int(np.prod(s)) for n, s in shapes.items() if n != "d2t")  # float16 at least
     want += 8 * config.draft_vocab_size
     size = file.stat().st_size
     if size > MAX_FILE_BYTES or size < want:
@@ -239,12 +251,15 @@ def load_eagle(path: str | Path) -> tuple[EagleConfig, dict[str, np.ndarray]]:
         raise DraftFileError(f"{file}: tensor '{unknown[0]}' is not part of a trained head")
     for name, shape in shapes.items():
         value = tensors[name]
-        want_dtype = np.int64 if name == "d2t" else np.float32
-        if value.dtype != want_dtype or value.shape != shape:
+        allowed = (np.int64,) if name == "d2t" else WEIGHT_DTYPES
+        if value.dtype not in [np.dtype(d) for d in allowed] or value.shape != shape:
             raise DraftFileError(f"{file}: tensor '{name}' is {value.dtype} {value.shape}; "
-                                 f"expected {np.dtype(want_dtype)} {shape}")
-        if name != "d2t" and not np.isfinite(value).all():
-            raise DraftFileError(f"{file}: tensor '{name}' holds non-finite values")
+                                 f"expected {' or '.join(str(np.dtype(d)) for d in allowed)} "
+                                 f"{shape}")
+        if name != "d2t":
+            if not np.isfinite(value).all():
+                raise DraftFileError(f"{file}: tensor '{name}' holds non-finite values")
+            tensors[name] = value.astype(np.float32)
     d2t = tensors["d2t"]
     if d2t.size and (d2t.min() < 0 or d2t.max() >= config.vocab_size
                      or (d2t.size > 1 and not (np.diff(d2t) > 0).all())):

@@ -133,17 +133,21 @@ def _file_name(model) -> str:
 
 
 def trained_head(model, *, k: int | None = None):
-    """The `EagleHead` that `onebit train-head` saved for the model's file, or None when
-    there is none (or the model does not know its file). A head for another file is never
-    found: the directory is named by the file's sha256, which loading checks again."""
+    """The `EagleHead` for the model's file: the one `onebit train-head` saved for it, else
+    the one shipped with onebit for it (onebit.heads.shipped), else None (also when the model
+    does not know its file). A head for another file is never found: both are found by the
+    file's sha256, which loading checks again."""
     from onebit.heads.eagle import CONFIG_FILE, cached_head_dir, load_head
+    from onebit.heads.shipped import shipped_for
 
     path = getattr(model, "source_path", None)
     if path is None or not path.is_file():
         return None
     folder = cached_head_dir(path)
     if not (folder / CONFIG_FILE).is_file():
-        return None
+        folder = shipped_for(path)
+        if folder is None:
+            return None
     return load_head(folder, model, base_path=path, k=k)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
+from collections.abc import Sequence as Seq
 
 _WORD = re.compile(r" [a-z]{5,12}")
 
@@ -224,6 +225,10 @@ WORD_FORMS = [
     "Give me three facts about {}.", "Write a short story in which {} matters.",
     "Explain {} to a ten-year-old.", "Write a short email that mentions {}.",
     "What should a beginner know about {}?", "Describe {} in a few sentences.",
+    "How does {} come up in everyday life?", "Write a short poem about {}.",
+    "What are the pros and cons of {}?", "Give me some practical tips related to {}.",
+    "Why does {} matter?", "Write a short dialogue between two friends about {}.",
+    "What do people usually get wrong about {}?", "List five questions someone might ask about {}.",
 ]
 
 
@@ -241,16 +246,33 @@ def vocabulary_words(decode: Callable[[list[int]], str], vocab_size: int) -> lis
 
 
 def word_prompts(words: list[str], n: int, seed: int = 0) -> list[str]:
-    """`n` prompts, each a `WORD_FORMS` form around a different word of `words` (shuffled with
-    `seed`; the forms in turn). The crossed prompts above repeat their few hundred subjects
+    """`n` prompts, each a `WORD_FORMS` form around a word of `words` (shuffled with `seed`):
+    every word once before any word twice, and a word asked again in a later round gets
+    another form (round r shifts the forms by 5 r; 5 and 16 are coprime, so 16 rounds give
+    each word every form once). The crossed prompts above repeat their few hundred subjects
     across forms; these bring a new subject each: measured, answers on more subjects carry
     further to prompts unlike the training ones than more answers on the same ones
     (docs/heads.md)."""
-    if n > len(words):
-        raise ValueError(f"{n} word prompts asked for; the vocabulary gives {len(words)} words")
+    most = len(words) * len(WORD_FORMS)
+    if n > most:
+        raise ValueError(f"{n} word prompts asked for; {len(words)} words in "
+                         f"{len(WORD_FORMS)} forms give {most}")
     picked = list(words)
     random.Random(seed).shuffle(picked)
-    return [WORD_FORMS[i % len(WORD_FORMS)].format(w) for i, w in enumerate(picked[:n])]
+    out = []
+    for i in range(n):
+        rnd, at = divmod(i, len(picked))
+        out.append(WORD_FORMS[(at + 5 * rnd) % len(WORD_FORMS)].format(picked[at]))
+    return out
+
+
+def interleave(*lists: Seq[str]) -> list[str]:
+    """The lists merged so that every prefix holds each in proportion to its length (item i of
+    a list of n sits at (i + 0.5) / n; ties: the earlier list first): a training run cut short
+    by its time budget still has every kind of prompt."""
+    keyed = [((i + 0.5) / len(items), k, i, p) for k, items in enumerate(lists)
+             for i, p in enumerate(items)]
+    return [p for *_, p in sorted(keyed)]
 
 
 HELD_OUT = [

@@ -40,7 +40,7 @@ def test_samples_line_up_with_what_drafting_reads():
     s = fit.samples_of([seq], d2t, 64)
     first = 3  # the last prompt token
     assert len(s) == t_count - 2 - first
-    assert s.features[0, 0, 0] == first
+    assert s.feats([0])[0, 0, 0] == first and s.features.shape[0] == t_count  # kept once
     assert list(s.inputs[0]) == [14, 15, 16, 17]
     assert list(s.targets[0]) == [15, 16, 17, 18]
     last = len(s) - 1  # t = 7: only step 0 is real (its target, token 9, is the last)
@@ -93,8 +93,8 @@ def test_fitting_learns_and_the_saved_head_drafts_as_it_did_in_torch(target, tmp
     head = fit.torch_head(target.hidden_size, 64, lm, out_norm,
                           eps=target.config.rms_norm_eps, seed=0)
     head.d2t = d2t
-    before = fit.chain_hits(head, samples.features, samples.inputs, samples.targets,
-                            samples.real, embed)[:, 0].mean()
+    before = fit.chain_hits(head, samples.feats(np.arange(len(samples))), samples.inputs,
+                            samples.targets, samples.real, embed)[:, 0].mean()
     report = fit.fit(head, samples, samples, embed, epochs=10, batch=32, lr=3e-3)
     assert report.epochs[-1] < report.epochs[0]
     assert report.cumulative[0] > 0.7 > before + 0.4
@@ -114,7 +114,7 @@ def test_fitting_learns_and_the_saved_head_drafts_as_it_did_in_torch(target, tmp
     engine.commit_rows(prefix, target.last_hidden_rows(), len(prefix))
     drafted = engine.propose(int(s.tokens[t + 1]), t + 1, 3, None)
     index = 0  # sample 0 of sequence 0 is position t
-    f = samples.features[index: index + 1]
+    f = samples.feats([index])
     u = head.fused(torch.tensor(f.astype(np.float32)))
     tok, chain = samples.inputs[index: index + 1, 0], []
     with torch.no_grad():
@@ -129,8 +129,9 @@ def test_fitting_learns_and_the_saved_head_drafts_as_it_did_in_torch(target, tmp
 def test_word_prompts_bring_a_new_subject_each():
     """The prompts around the base's vocabulary: whole lowercase words the tokenizer spells
     as one token after a space, each prompt a different word, the forms in turn, the same
-    list for the same seed and another for another seed; asking for more than the words
-    give is refused by number."""
+    list for the same seed and another for another seed; past one round every word comes
+    back in another form, each (word, form) pair at most once; asking for more than the
+    words and forms give is refused by number."""
     from onebit.train.prompts import WORD_FORMS, vocabulary_words, word_prompts
 
     vocab = {1000 + i: w for i, w in enumerate([" apple", " Bread", " cat", " garden", " 12345",
@@ -143,8 +144,12 @@ def test_word_prompts_bring_a_new_subject_each():
     assert [p.replace(w, "{}") for p, w in zip(made, used, strict=True)] == WORD_FORMS[:4]
     assert word_prompts(words, 4, seed=0) == made
     assert word_prompts(words, 4, seed=1) != made
-    with pytest.raises(ValueError, match="5 word prompts"):
-        word_prompts(words, 5)
+    every = word_prompts(words, 4 * len(WORD_FORMS), seed=0)
+    assert len(set(every)) == len(every)  # each word in every form once
+    assert every[:4] == made and sorted(every[4:8]) != sorted(made)
+    assert all(sum(w in p for p in every) == len(WORD_FORMS) for w in words)
+    with pytest.raises(ValueError, match=f"{4 * len(WORD_FORMS) + 1} word prompts"):
+        word_prompts(words, 4 * len(WORD_FORMS) + 1)
 
 
 def _sequences(vocab: int = 64, hidden: int = 4):

@@ -1,0 +1,75 @@
+"""The draft heads shipped inside the package, each pinned to the one base file it was trained
+for.
+
+A shipped head is a head directory (`onebit.heads.eagle`: config.json and model.safetensors,
+float16) under `onebit/heads/shipped/`, made once by the command its entry names. Each is
+pinned twice: to its base, by the sha256 of the base's file (a base that differs by one byte
+never finds it, and loading it for one is refused by name: `DraftMismatchError`), and to
+itself, by the sha256 of both of its files, checked before anything in them is read (a damaged
+or replaced install is a `DraftFileError`, never a head that drafts something else).
+
+`onebit generate` / `chat` / `serve` and `onebit.generate` find it through
+`onebit.text.generate.trained_head`: a head the user trained for the same file
+(`onebit train-head`, under $ONEBIT_HOME/heads) comes first, the shipped one after.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from onebit.heads.eagle import CONFIG_FILE, WEIGHTS_FILE, file_sha256
+from onebit.heads.errors import DraftFileError
+
+#: where the shipped heads' directories are
+ROOT = Path(__file__).resolve().parent / "shipped"
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """One shipped head: its directory under ROOT and its pins."""
+
+    name: str
+    base_file: str
+    base_sha256: str
+    config_sha256: str
+    weights_sha256: str
+    made_by: str  # the command that made it
+
+    @property
+    def path(self) -> Path:
+        return ROOT / self.name
+
+    def verified(self) -> Path:
+        """Its directory, once both files' sha256 are the pinned ones (DraftFileError
+        otherwise, naming the file)."""
+        for file, want in ((CONFIG_FILE, self.config_sha256),
+                           (WEIGHTS_FILE, self.weights_sha256)):
+            path = self.path / file
+            if not path.is_file():
+                raise DraftFileError(f"{path}: missing: the shipped head {self.name} is not "
+                                     f"installed whole (reinstall onebit)")
+            got = _sha256(path)
+            if got != want:
+                raise DraftFileError(f"{path}: sha256 {got[:16]}.. is not the pinned "
+                                     f"{want[:16]}..: the shipped head {self.name} was changed "
+                                     f"or damaged (reinstall onebit)")
+        return self.path
+
+
+SHIPPED: tuple[Shipped, ...] = ()
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def shipped_for(base_path: str | Path) -> Path | None:
+    """The verified directory of the shipped head made for the base file at `base_path`, or
+    None when no shipped head was made for a file with its sha256."""
+    sha = file_sha256(base_path)
+    for entry in SHIPPED:
+        if entry.base_sha256 == sha:
+            return entry.verified()
+    return None
