@@ -112,9 +112,11 @@ def resolve_head(head, model, *, k: int | None, draft=None, named_under_policy: 
 
     if head is None or head == "none":
         return None, k or 1
-    if head == "auto" or (head in ("ngram", "trained") and named_under_policy):
-        policy = policy_head(model, "ngram" if head == "auto" else head,
-                             None if head == "auto" else k)
+    if head == "auto":
+        policy = auto_head(model)
+        return policy, k or policy.max_k
+    if head in ("ngram", "trained") and named_under_policy:
+        policy = policy_head(model, head, k)
         return policy, k or policy.max_k
     if head == "trained":
         trained = _trained_or_error(model, k)
@@ -163,10 +165,11 @@ def _trained_or_error(model, k: int | None):
 
 def policy_head(model, name: str = "ngram", k: int | None = None):
     """The model's `PolicyHead` over its one-pass head `name` ("ngram": prompt lookup;
-    "trained": the head `onebit train-head` made for its file, a `DraftError` when there is
-    none), drafting at most `k` a round (default: the head's own), made once per model, name
-    and k and kept with the model, so what it measured of the model's verify cost and of the
-    head's acceptance carries over from call to call."""
+    "trained": the head `onebit train-head` made for its file or shipped for it, a
+    `DraftError` when there is none; "hybrid": that head with prompt lookup in front,
+    onebit.heads.hybrid), drafting at most `k` a round (default: the head's own), made once
+    per model, name and k and kept with the model, so what it measured of the model's verify
+    cost and of the head's acceptance carries over from call to call."""
     from onebit.heads import NgramHead
     from onebit.heads.policy import PolicyHead
 
@@ -174,8 +177,13 @@ def policy_head(model, name: str = "ngram", k: int | None = None):
         if name == "trained":
             trained = _trained_or_error(model, k)
             return PolicyHead(trained, max_k=trained.k)
+        if name == "hybrid":
+            from onebit.heads.hybrid import HybridHead
+
+            hybrid = HybridHead(_trained_or_error(model, None), n=3, k=k or 7)
+            return PolicyHead(hybrid, max_k=hybrid.k)
         if name != "ngram":
-            raise ValueError(f"policy_head takes 'ngram' or 'trained', got {name!r}")
+            raise ValueError(f"policy_head takes 'ngram', 'trained' or 'hybrid', got {name!r}")
         return PolicyHead(NgramHead(n=3, k=k or 8), max_k=k or 7)
 
     try:
@@ -188,13 +196,28 @@ def policy_head(model, name: str = "ngram", k: int | None = None):
 
 
 def auto_head(model):
-    """The default head: the model's policy head over prompt lookup (`policy_head`).
-
-    The trained head (`onebit train-head`) is not picked: under the same policy it ran
-    ordinary chat answers at a median 0.97x of plain decode (worst 0.94x), where prompt lookup
-    ran at 0.99x (worst 0.95x, best 1.09x; docs/heads.md): its drafts do not yet pay for their
-    own time and rows. `head="trained"` runs it."""
+    """The default head: the model's policy head over the trained head with prompt lookup in
+    front (`policy_head(model, "hybrid")`) when a head was trained or shipped for the model's
+    file, else over prompt lookup alone."""
+    if USE_TRAINED_BY_DEFAULT and trained_head_found(model):
+        return policy_head(model, "hybrid")
     return policy_head(model, "ngram")
+
+
+#: whether `auto` drafts with a trained head where one is found (docs/heads.md measures it)
+USE_TRAINED_BY_DEFAULT = True
+
+
+def trained_head_found(model) -> bool:
+    """Whether a trained head exists for the model's file (the user's or a shipped one),
+    without loading it."""
+    from onebit.heads.eagle import CONFIG_FILE, cached_head_dir
+    from onebit.heads.shipped import shipped_for
+
+    path = getattr(model, "source_path", None)
+    if path is None or not path.is_file():
+        return False
+    return (cached_head_dir(path) / CONFIG_FILE).is_file() or shipped_for(path) is not None
 
 
 def _greedy(sampling) -> bool:
