@@ -26,7 +26,7 @@ N = 40
 
 @pytest.mark.parametrize("make", [perfect_head, garbage_head, half_head])
 @pytest.mark.parametrize("under_policy", [False, True])
-def test_text_is_greedy_whichever_source_drafts(make, under_policy):
+def test_H1_text_is_greedy_whichever_source_drafts(make, under_policy):
     """With a perfect, an always-wrong and a half-right inner head, alone and under the
     policy, the run's tokens equal greedy decode's and the base ends where greedy leaves it;
     both sources drafted (over four tokens, bigrams repeat: some rounds copied, the head was
@@ -43,7 +43,7 @@ def test_text_is_greedy_whichever_source_drafts(make, under_policy):
 
 
 @pytest.mark.parametrize("kind", ["same", "blend", "spread"])
-def test_sampled_distribution_is_exact(kind):
+def test_H2_sampled_distribution_is_exact(kind):
     """A sampled run through the hybrid (copied drafts deterministic, the inner head's drawn
     with their q rows) has plain sampling's exact distribution, enumerated over every rng
     answer, alone and under the policy."""
@@ -83,7 +83,7 @@ class Counting:
         return []
 
 
-def test_copied_rounds_do_not_ask_the_head_and_their_confidence_is_their_score():
+def test_H3_copied_rounds_do_not_ask_the_head_and_their_confidence_is_their_score():
     """Where the last three tokens repeat, the drafts are the tokens that followed them and
     the inner head is not asked; their confidence starts at the prior 1/2 a place and then
     follows what copies scored on the committed text: a first copy right and a second wrong
