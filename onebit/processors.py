@@ -20,7 +20,17 @@ are those at positions >= the prompt's length):
 3. `logit_bias`: s + bias for each listed token;
 4. `min_tokens` n: while fewer than n tokens have been generated before the row's position,
    the `held` ids (the stop tokens) score `MASKED`, a finite floor no draw reaches (the loop
-   refuses non-finite scores).
+   refuses non-finite scores);
+5. `grammar` (onebit.grammar: a JSON schema, any JSON object, a regex, a Lark grammar): the
+   tokens the grammar does not allow after the row's prefix score `MASKED`. A verify consumes
+   its tokens one by one into the grammar's matcher, masks each row with the state of its own
+   prefix and rolls them back; a commit consumes what was accepted. After a token the grammar
+   refuses (a draft), the rows that follow are all `MASKED`: the loop never reads them, since
+   that draft is rejected by the row before it. Where the grammar allows only a stop token,
+   `min_tokens` does not hold it back (the text is complete). A committed token the grammar
+   refuses (the loop never commits one: it picks from masked rows) leaves every later row
+   all `MASKED`: nothing can follow a text outside the grammar, and a base used directly
+   keeps the base contract.
 
 Rows are processed in float64 and handed back in the base's dtype. Log-probabilities a server
 reports are the raw scores' (wrap a `ScoredBase` inside this one), as vLLM's default.
@@ -34,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onebit.grammar import Grammar, Matcher
 from onebit.wrapped import WrappedBase
 
 #: the score a held-back token gets: finite (the loop checks scores are), and far enough below
@@ -71,6 +82,7 @@ class Processors:
     logit_bias: Mapping[int, float] = field(default_factory=dict)
     min_tokens: int = 0
     held: frozenset[int] = frozenset()  # the ids min_tokens holds back (EOS, stop ids)
+    grammar: Grammar | None = None  # the generated text must stay inside it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "presence_penalty",
@@ -101,13 +113,16 @@ class Processors:
         if any(t < 0 for t in held):
             raise ProcessorError("held", f"held ids must be >= 0, got {sorted(held)}")
         object.__setattr__(self, "held", held)
+        if self.grammar is not None and not isinstance(self.grammar, Grammar):
+            raise ProcessorError("grammar", f"grammar must be an onebit.grammar.Grammar, got "
+                                 f"{type(self.grammar).__name__}")
 
     @property
     def active(self) -> bool:
         """Whether any knob changes a score."""
         return bool(self.presence_penalty or self.frequency_penalty
                     or self.repetition_penalty != 1.0 or self.logit_bias
-                    or (self.min_tokens and self.held))
+                    or (self.min_tokens and self.held) or self.grammar is not None)
 
     def check_vocab(self, vocab: int) -> None:
         """Refuse a token id outside the vocabulary, naming the knob."""
@@ -140,10 +155,12 @@ class _History:
 
 class ProcessedBase(WrappedBase):
     """`base` with every row it scores processed by `processors`, each with the state of its
-    own prefix; `prompt_len` tokens are the prompt (not generated). Members the loop does not
-    call through this class are the base's own."""
+    own prefix; `prompt_len` tokens are the prompt (not generated). A grammar reads tokens as
+    `tokenizer` spells them (default: the base's `tokenizer`). Members the loop does not call
+    through this class are the base's own."""
 
-    def __init__(self, base, processors: Processors, prompt_len: int) -> None:
+    def __init__(self, base, processors: Processors, prompt_len: int, *,
+                 tokenizer=None) -> None:
         processors.check_vocab(base.vocab_size)
         super().__init__(base)
         self.processors = processors
@@ -155,10 +172,21 @@ class ProcessedBase(WrappedBase):
             bias[token] = value
         self._bias = bias if processors.logit_bias else None
         self._held = np.array(sorted(processors.held), np.int64)
+        self._matcher: Matcher | None = None
+        self._refused = False  # a committed token the grammar refused
+        if processors.grammar is not None:
+            tokenizer = tokenizer if tokenizer is not None else getattr(base, "tokenizer", None)
+            if tokenizer is None:
+                raise ProcessorError("grammar", "a grammar needs the base's tokenizer (the "
+                                     "base has none: pass tokenizer=)")
+            self._matcher = processors.grammar.matcher(tokenizer, base.vocab_size)
 
     def reset(self) -> None:
         self._history = _History(self._base.vocab_size)
         self._pending = None
+        if self._matcher is not None:
+            self._matcher.reset()
+        self._refused = False
         self._base.reset()
 
     # -- the passes -------------------------------------------------------------------------
@@ -172,8 +200,24 @@ class ProcessedBase(WrappedBase):
         rows = np.asarray(self._base.verify(tokens, pos))
         tokens = [int(t) for t in tokens]
         self._pending = (tokens, pos)
-        return np.stack([self.process(rows[i], tokens[:i + 1]) for i in range(len(tokens))]) \
-            if len(tokens) else rows
+        if not tokens:
+            return rows
+        if self._matcher is None:
+            return np.stack([self.process(rows[i], tokens[:i + 1])
+                             for i in range(len(tokens))])
+        out, taken, refused = [], 0, self._refused
+        try:
+            for i, token in enumerate(tokens):
+                if self._history.length + i >= self.prompt_len and not refused:
+                    if self._matcher.allows(token):
+                        self._matcher.consume(token)
+                        taken += 1
+                    else:  # a draft the grammar refuses: the rows after it are never read
+                        refused = True
+                out.append(self.process(rows[i], tokens[:i + 1], refused=refused))
+        finally:
+            self._matcher.rollback(taken)
+        return np.stack(out)
 
     def verify_last(self, tokens: Sequence[int], pos: int):
         # the loop trusts a wrapper's own verify_last (loop.prefill_batch); the base's when it
@@ -182,7 +226,20 @@ class ProcessedBase(WrappedBase):
         row = inner(tokens, pos) if callable(inner) else self._base.verify(tokens, pos)[-1]
         tokens = [int(t) for t in tokens]
         self._pending = (tokens, pos)
-        return self.process(np.asarray(row), tokens)
+        if self._matcher is None:
+            return self.process(np.asarray(row), tokens)
+        taken, refused = 0, self._refused
+        try:
+            for i, token in enumerate(tokens):  # a prefill is the prompt: normally none
+                if self._history.length + i >= self.prompt_len and not refused:
+                    if self._matcher.allows(token):
+                        self._matcher.consume(token)
+                        taken += 1
+                    else:
+                        refused = True
+            return self.process(np.asarray(row), tokens, refused=refused)
+        finally:
+            self._matcher.rollback(taken)
 
     def commit_verify(self, n: int) -> None:
         self._base.commit_verify(n)
@@ -193,17 +250,27 @@ class ProcessedBase(WrappedBase):
 
     def _commit(self, tokens: list[int]) -> None:
         for token in tokens:
-            self._history.push(token, self._history.length >= self.prompt_len)
+            generated = self._history.length >= self.prompt_len
+            if generated and self._matcher is not None and not self._refused:
+                if self._matcher.allows(token):
+                    self._matcher.consume(token)
+                else:
+                    self._refused = True
+            self._history.push(token, generated)
 
     # -- the knobs --------------------------------------------------------------------------
 
-    def process(self, row, extra: Sequence[int]) -> np.ndarray:
+    def process(self, row, extra: Sequence[int], *, refused: bool = False) -> np.ndarray:
         """`row` (scoring the position after the committed prefix and `extra`) processed with
-        that prefix's state, in the row's dtype."""
+        that prefix's state, in the row's dtype. The grammar's matcher, if any, must stand
+        after that prefix (verify consumes `extra` into it); `refused`: the grammar refused a
+        token of `extra`, and the row is all MASKED (nothing reads it)."""
         p, h = self.processors, self._history
         raw = np.asarray(row)
         if not p.active:
             return raw
+        if refused or self._refused:
+            return np.full(raw.shape, MASKED, raw.dtype if raw.dtype.kind == "f" else float)
         out = raw.astype(np.float64)
         generated_before = h.length - self.prompt_len  # generated tokens committed
         extra_generated = [t for i, t in enumerate(extra)
@@ -220,6 +287,12 @@ class ProcessedBase(WrappedBase):
         if self._bias is not None:
             out += self._bias
         generated = max(0, generated_before) + len(extra_generated)
-        if generated < p.min_tokens and self._held.size:
+        if self._matcher is not None and h.length + len(extra) >= self.prompt_len:
+            allowed = self._matcher.allowed()
+            if generated < p.min_tokens and self._held.size and allowed.sum() > np.count_nonzero(
+                    allowed[self._held]):  # a complete text's stop is never held back
+                out[self._held] = MASKED
+            out[~allowed] = MASKED
+        elif generated < p.min_tokens and self._held.size:
             out[self._held] = MASKED
         return out.astype(raw.dtype) if raw.dtype.kind == "f" else out

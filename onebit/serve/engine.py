@@ -250,8 +250,9 @@ class Engine:
 
             if request.logprobs is not None:
                 base = self.scored(base, start=len(ids), top=request.logprobs)
-            if knobs is not None:
-                base = (self.processed or ProcessedBase)(base, knobs, len(ids))
+            if knobs is not None:  # a grammar reads the model's tokenizer (a slot has none)
+                base = (self.processed or ProcessedBase)(base, knobs, len(ids),
+                                                         tokenizer=self.model.tokenizer)
             return base
 
         if self.batch is None:

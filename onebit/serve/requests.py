@@ -2,10 +2,11 @@
 
 `parse(kind, body)` turns the decoded JSON into a `Request` or raises `RequestError` naming
 the field. The knobs (`presence_penalty`, `frequency_penalty`, vLLM's `repetition_penalty`,
-`logit_bias`, `min_tokens`, `stop_token_ids`, `n`) become an `onebit.processors.Processors`
-and the request's own fields; fields onebit does not implement are refused when they would
-change the answer (`best_of`, `echo`, `suffix`, tools, `response_format`) rather than silently
-ignored; fields that change nothing here (`user`, `model`) are accepted. `speculative` is onebit's
+`logit_bias`, `min_tokens`, `stop_token_ids`, `n`, and `response_format`'s JSON object or JSON
+schema, a grammar through onebit.grammar) become an `onebit.processors.Processors` and the
+request's own fields; fields onebit does not implement are refused when they would change the
+answer (`best_of`, `echo`, `suffix`, tools) rather than silently ignored; fields that change
+nothing here (`user`, `model`) are accepted. `speculative` is onebit's
 own: false decodes the same request plainly, with no draft head, which is how a black-box
 harness compares speculation against the same server's plain decode.
 """
@@ -28,8 +29,7 @@ MAX_STOP_TOKEN_IDS = 64
 
 # Fields that would change the answer and that onebit does not do: refused, never ignored.
 # Each maps to the value that means "not used", which is accepted.
-UNSUPPORTED = {"best_of": 1, "echo": False, "suffix": None, "tools": None, "functions": None,
-               "response_format": None}
+UNSUPPORTED = {"best_of": 1, "echo": False, "suffix": None, "tools": None, "functions": None}
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def _processors(body: dict, stop_token_ids: tuple[int, ...]) -> Processors | Non
               "frequency_penalty": body.get("frequency_penalty", 0),
               "repetition_penalty": body.get("repetition_penalty", 1),
               "logit_bias": ids, "min_tokens": body.get("min_tokens", 0),
-              "held": frozenset(stop_token_ids)}
+              "held": frozenset(stop_token_ids), "grammar": _grammar(body)}
     for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens"):
         if fields[name] is None:
             fields[name] = {"repetition_penalty": 1}.get(name, 0)
@@ -247,6 +247,43 @@ def _processors(body: dict, stop_token_ids: tuple[int, ...]) -> Processors | Non
         field = error.field if error.field != "held" else "stop_token_ids"
         raise RequestError(field, str(error)) from None
     return knobs if knobs.active or knobs.min_tokens else None
+
+
+def _grammar(body: dict):
+    """OpenAI's `response_format` as an `onebit.grammar.Grammar`: None for absent or
+    `{"type": "text"}`; `{"type": "json_object"}`: any JSON object; `{"type": "json_schema",
+    "json_schema": {"name": ..., "schema": {...}}}`: JSON conforming to the schema. Anything
+    else, or a schema llguidance cannot compile, is refused naming the field."""
+    form = body.get("response_format")
+    if form is None:
+        return None
+    if not isinstance(form, dict):
+        raise RequestError("response_format", "response_format must be an object such as "
+                           "{\"type\": \"json_object\"}")
+    kind = form.get("type")
+    from onebit.grammar import Grammar, GrammarError
+
+    try:
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return Grammar.json_object()
+        if kind == "json_schema":
+            spec = form.get("json_schema")
+            if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+                raise RequestError("response_format.json_schema",
+                                   "response_format.json_schema must be an object whose "
+                                   "'schema' is a JSON schema object")
+            name = spec.get("name")
+            if name is not None and not isinstance(name, str):
+                raise RequestError("response_format.json_schema.name",
+                                   "response_format.json_schema.name must be a string")
+            return Grammar.json_schema(spec["schema"], "response_format.json_schema.schema")
+    except GrammarError as error:
+        field = error.field if error.field.startswith("response_format") else "response_format"
+        raise RequestError(field, str(error)) from None
+    raise RequestError("response_format.type", f"response_format.type must be 'text', "
+                       f"'json_object' or 'json_schema', got {kind!r}")
 
 
 def _n(body: dict, stream: bool) -> int:

@@ -75,10 +75,9 @@ class Scenario:
                       verify_last=self.verify_last)
         if self.knobs is None:
             return toy
-        from onebit.processors import ProcessedBase
-        from pytest_onebit.doubles.knobs import knobs
+        from pytest_onebit.doubles.knobs import processed
 
-        return ProcessedBase(toy, knobs(self.knobs), len(self.prompt))
+        return processed(toy, self.knobs, len(self.prompt))
 
     def make_head(self, oracle):
         from pytest_onebit.doubles.heads import HEADS, pattern_head
@@ -149,10 +148,14 @@ def knob_scenarios() -> list[Scenario]:
     """The toy processed by each knob set (penalties, bias with min_tokens, all of them), so a
     draft's penalty history, its min_tokens count and a rejection's roll-back are all judged
     against plain greedy decoding with the same knobs: both round kinds, right and half-right
-    heads, a stop inside a batch, a long prompt prefilled in chunks."""
+    heads, a stop inside a batch, a long prompt prefilled in chunks. Where llguidance is
+    installed, a grammar too (pytest_onebit.doubles.knobs.GRAMMARS): each draft's row masked
+    by its own prefix's place in the grammar, and a rejection's roll-back of the matcher."""
+    from pytest_onebit.doubles.knobs import has_grammars
+
+    names = ("penalties", "bias-min", "all") + (("grammar",) if has_grammars() else ())
     out = [Scenario(flavour, head, 4, knobs=name, max_tokens=30)
-           for name in ("penalties", "bias-min", "all") for flavour in FLAVOURS
-           for head in ("perfect", "half")]
+           for name in names for flavour in FLAVOURS for head in ("perfect", "half")]
     out.append(Scenario(head="pattern", k=5, pattern=(True, True, False), knobs="all",
                         max_tokens=30))
     out.append(Scenario(head="perfect", k=7, knobs="bias-min", stop_at=9, max_tokens=30))

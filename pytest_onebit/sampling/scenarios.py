@@ -60,12 +60,11 @@ class SamplingScenario:
                           seed=self.seed)
         if self.knobs is None:
             return toy
-        from onebit.processors import ProcessedBase
-        from pytest_onebit.doubles.knobs import knobs
+        from pytest_onebit.doubles.knobs import processed
 
         # the target is the processed toy: plain sampling and the loop both read its rows,
         # and the heads draft from the raw toy (a head may ignore the knobs)
-        return ProcessedBase(toy, knobs(self.knobs, small=True), len(self.prompt))
+        return processed(toy, self.knobs, len(self.prompt), small=True)
 
     def make_head(self, base: ToyBase) -> ToySamplingHead:
         return ToySamplingHead(base, self.head, self.flavour)
@@ -106,10 +105,14 @@ def distribution_scenarios() -> list[SamplingScenario]:
 def knob_sampling_scenarios() -> list[SamplingScenario]:
     """S1..S4 on a toy processed by a knob set (penalties; a bias with min_tokens): the target
     is the processed toy, the heads draft from the raw one. Both round kinds, the mixed head at
-    k = 2 and the draft-model head at k = 3, four tokens each."""
+    k = 2 and the draft-model head at k = 3, four tokens each. Where llguidance is installed, a
+    grammar too (GRAMMARS["grammar-small"]): the target is the masked toy."""
+    from pytest_onebit.doubles.knobs import has_grammars
+
+    names = ("penalties", "bias-min") + (("grammar-small",) if has_grammars() else ())
     return [SamplingScenario(**_with(s, flavour=flavour, head=head, k=k, max_tokens=4,
                                      knobs=name))
-            for flavour in ("one-pass", "two-pass") for name in ("penalties", "bias-min")
+            for flavour in ("one-pass", "two-pass") for name in names
             for s, head, k in ((SAMPLINGS[0], "mixed", 2), (SAMPLINGS[2], "model", 3))]
 
 

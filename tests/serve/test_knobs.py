@@ -2,7 +2,8 @@
 all together change the answer, and with speculation on the answer is exactly the same
 request's with `speculative: false` (plain decode with the same knobs); `min_tokens` holds
 the end of turn back, `stop_token_ids` end the answer, `n` gives independent reproducible
-answers, and every bad value is a 400 naming the field."""
+answers, `response_format` answers JSON (conforming to a schema when given one), and every
+bad value is a 400 naming the field."""
 
 from __future__ import annotations
 
@@ -94,6 +95,42 @@ def test_n_answers_are_independent_and_reproducible(client):
     assert first["usage"]["completion_tokens"] == sum(len(a) for a in answers)
 
 
+PERSON = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 24},
+    "age": {"type": "integer", "minimum": 0, "maximum": 130},
+    "city": {"type": "string", "maxLength": 24}},
+    "required": ["name", "age", "city"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize("form", ["json_schema", "json_object"])
+@pytest.mark.parametrize("temperature", [0, 0.8])
+def test_response_format_answers_are_json_and_speculation_keeps_them(client, form,
+                                                                   temperature):
+    """A chat asked for a person with `response_format` (a JSON schema, or any JSON object),
+    greedy and seeded-sampled: the answer parses, conforms to the schema (jsonschema) or is a
+    JSON object, and ends with finish_reason "stop" because the JSON is complete. Greedy, it is
+    token for token the same request's answer with `speculative: false`; sampled with a seed,
+    the same answer again (a sampled speculative answer draws differently from a plain one:
+    its distribution is what the sampling contract holds, on the toy's grammar)."""
+    import json
+
+    import jsonschema
+
+    fmt = ({"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+           if form == "json_schema" else {"type": "json_object"})
+    body = {"messages": [{"role": "user", "content": "Make up a person: name, age, city. "
+                          "Answer in JSON."}], "max_tokens": 80, "response_format": fmt,
+            "temperature": temperature, "seed": 3}
+    got = client.post("/v1/chat/completions", body)["choices"][0]
+    value = json.loads(got["message"]["content"])
+    if form == "json_schema":
+        jsonschema.validate(value, PERSON)
+    assert isinstance(value, dict) and got["finish_reason"] == "stop"
+    again = {**body, "speculative": False} if temperature == 0 else body
+    assert got["token_ids"] == client.post("/v1/chat/completions", again)["choices"][0][
+        "token_ids"]
+
+
 @pytest.mark.parametrize("fields, param", [
     ({"logit_bias": {"49152": 1}}, "logit_bias[49152]"),
     ({"logit_bias": {"x": 1}}, "logit_bias['x']"),
@@ -105,7 +142,10 @@ def test_n_answers_are_independent_and_reproducible(client):
     ({"repetition_penalty": 0}, "repetition_penalty"),
     ({"n": 9}, "n"),
     ({"n": 2, "stream": True}, "n"),
-    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "xml"}}, "response_format.type"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
+      "schema": {"type": "nonsense-type"}}}}, "response_format.json_schema.schema"),
+    ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
 ])
 def test_bad_knobs_are_400_naming_the_field(client, fields, param):
     """Every value the model cannot honour is a 400 whose error JSON's `param` is the field."""

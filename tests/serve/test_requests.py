@@ -53,8 +53,10 @@ def test_good_completion_and_chat_requests():
     (CHAT, {"messages": MESSAGES, "logit_bias": {"-3": 1}}, "logit_bias['-3']"),
     (CHAT, {"messages": MESSAGES, "min_tokens": -1}, "min_tokens"),
     (CHAT, {"messages": MESSAGES, "stop_token_ids": [1, "2"]}, "stop_token_ids[1]"),
-    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_object"}},
-     "response_format"),
+    (CHAT, {"messages": MESSAGES, "response_format": "json"}, "response_format"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "yaml"}}, "response_format.type"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_schema", "json_schema": {
+        "name": 3, "schema": {}}}}, "response_format.json_schema.name"),
 ])
 def test_bad_fields_are_named(kind, body, param):
     """Each bad or unsupported field is refused with its name as OpenAI's `param`."""
