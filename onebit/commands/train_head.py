@@ -63,6 +63,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--shard", type=positive("--shard"), default=d.shard,
                         help=f"prompts distilled per shard, the unit a run resumes from "
                         f"(default {d.shard})")
+    parser.add_argument("--max-shards", type=positive("--max-shards"), default=None,
+                        help="train on at most this many shards of answers (default: every "
+                        "prompt): the data named exactly, where --budget stops wherever the "
+                        "machine's speed puts it")
     parser.add_argument("--float16", action="store_true", help="store the weights as float16: "
                         "half the file, as the head shipped with onebit is stored (they are "
                         "quantised to q8_0 to draft either way)")
@@ -92,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
                         held_out=args.held_out, max_tokens=args.max_tokens,
                         draft_vocab=args.draft_vocab, intermediate=args.intermediate,
                         epochs=args.epochs, seed=args.seed, threads=args.threads,
-                        budget=args.budget, shard=args.shard)
+                        budget=args.budget, shard=args.shard, max_shards=args.max_shards)
         recipe.check()
         model = load_text_model(args.model, kernel=default_kernel())
         work = args.work

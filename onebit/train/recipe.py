@@ -65,6 +65,9 @@ class Recipe:
     distil_share: float = 0.6
     # training prompts per shard of the distilled answers (onebit.train.store)
     shard: int = 128
+    # the most shards trained on (None: every prompt): a recipe that names its data exactly,
+    # where a budget stops wherever the machine's speed puts it
+    max_shards: int | None = None
 
     def check(self) -> None:
         for name in ("prompts", "max_tokens", "draft_vocab", "intermediate", "epochs", "batch",
@@ -93,6 +96,10 @@ class Recipe:
             raise ValueError(f"distil_share must be in (0, 1), got {self.distil_share!r}")
         if isinstance(self.shard, bool) or not isinstance(self.shard, int) or self.shard < 1:
             raise ValueError(f"shard must be an integer >= 1, got {self.shard!r}")
+        if self.max_shards is not None and (isinstance(self.max_shards, bool)
+                                            or not isinstance(self.max_shards, int)
+                                            or self.max_shards < 1):
+            raise ValueError(f"max_shards must be an integer >= 1, got {self.max_shards!r}")
 
 
 def training_prompts(recipe: Recipe, words: list[str]) -> list[str]:
@@ -240,7 +247,7 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
             bar.advance(1, f"{answer_tokens / took:.0f} tokens/s")
 
     earlier = kept.spent()
-    shards = kept.distil(model, at_once=8, on_shard=on_shard,
+    shards = kept.distil(model, at_once=8, on_shard=on_shard, most=recipe.max_shards,
                          deadline=None if deadline is None
                          else clock0 + recipe.budget * recipe.distil_share - earlier)
     if bar:
@@ -249,16 +256,19 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
         raise RuntimeError(f"the budget of {recipe.budget:.0f} s ended before one shard of "
                            f"{recipe.shard} prompts was distilled; give more time or --shard "
                            f"fewer")
+    if recipe.max_shards is not None:
+        shards = min(shards, recipe.max_shards)
     seconds["distil"] = kept.spent()
     if deadline is not None:  # what earlier runs distilled is paid for out of this budget
         deadline -= earlier
     train_s = kept.training_sequences(vocab_size=model.vocab_size,
-                                      hidden_size=model.hidden_size)
+                                      hidden_size=model.hidden_size, shards=shards)
     held_s = kept.held_sequences(vocab_size=model.vocab_size, hidden_size=model.hidden_size)
     answer_tokens = sum(len(s) - s.answer_start for s in train_s + held_s)
     d2t = data.draft_vocabulary(train_s, min(recipe.draft_vocab, model.vocab_size),
                                 model.vocab_size)
-    say(f"distilled {answer_tokens} answer tokens from {kept.prompts_done()} training and "
+    say(f"distilled {answer_tokens} answer tokens from "
+        f"{min(shards * recipe.shard, len(training))} training and "
         f"{len(held)} held-out prompts in {seconds['distil']:.0f} s; the draft "
         f"vocabulary of {len(d2t)} holds {data.coverage(held_s, d2t):.1%} of the held-out "
         f"answers")
@@ -275,7 +285,7 @@ def train_head(model, base_path: str | Path, recipe: Recipe, *, out: str | Path 
         base_file=Path(base_path).name, base_sha256=base_sha,
         max_chain=fit.CHAIN,
         trained={"recipe": {k: getattr(recipe, k) for k in recipe.__dataclass_fields__},
-                 "training_prompts_distilled": kept.prompts_done(),
+                 "training_prompts": min(shards * recipe.shard, len(training)),
                  "answer_tokens": answer_tokens, "train_samples": report.trained,
                  "held_out_samples": report.held_out, "draft_vocab_coverage": cover,
                  "acceptance_conditional": report.conditional,

@@ -134,11 +134,13 @@ class Store:
                       json.dumps({"distil": self.spent() + seconds}).encode())
 
     def distil(self, model, *, deadline: float | None = None, at_once: int = 8,
+               most: int | None = None,
                on_shard: Callable[[int, int, int, float], None] | None = None) -> int:
         """Distil the held-out prompts (if not yet) and then the training prompts shard by
-        shard, from the first missing shard, until all are done or the next shard would end
-        past `deadline` (a `time.monotonic()` value; judged by the last shard's time). Returns
-        the shards on disk. `on_shard(index, shards, answer tokens, seconds)` after each."""
+        shard, from the first missing shard, until all are done, `most` shards are on disk,
+        or the next shard would end past `deadline` (a `time.monotonic()` value; judged by the
+        last shard's time). Returns the shards on disk. `on_shard(index, shards, answer
+        tokens, seconds)` after each."""
         taps = tuple(self.manifest["taps"])
         max_tokens = int(self.manifest["max_tokens"])
         if not self.has_held():
@@ -149,7 +151,8 @@ class Store:
             self._add_spent(time.monotonic() - start)
         last = 0.0
         index = self.shards_done()
-        while index < self.shard_count:
+        last_shard = self.shard_count if most is None else min(self.shard_count, most)
+        while index < last_shard:
             if deadline is not None and time.monotonic() + last > deadline:
                 break
             start = time.monotonic()
