@@ -115,8 +115,9 @@ def test_duration_reads_the_forms_a_budget_is_written_in():
 @pytest.mark.slow
 def test_a_store_resumed_holds_what_one_run_makes_and_refuses_another_recipe(tmp_path):
     """SmolLM2 distils 5 training prompts in shards of 2 (and 1 held out): a run capped at one
-    shard stops there; a first run whose deadline has passed distils only the held-out answers; a half-written shard (`.part`) is
-    ignored; the next run distils the three shards, and every answer is token for token the
+    shard stops there; a first run whose deadline has passed distils only the held-out
+    answers; a half-written shard (`.part`) is ignored; the next run distils the three
+    shards, and every answer is token for token the
     one a single uninterrupted store holds. Opening the store for other prompts, another base
     or another answer length is refused by name; the time spent adds up over the runs."""
     from onebit.hub import skip_unless_cached
