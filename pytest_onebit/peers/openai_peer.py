@@ -47,8 +47,17 @@ KNOB_CASES = (
     ("all", 0, {"presence_penalty": 0.5, "frequency_penalty": 0.5, "repetition_penalty": 1.2}),
 )
 #: N4 on the chat arm: min_tokens on a question answered in one word, whose end of turn it
-#: must hold back
-CHAT_KNOB_CASES = (("min_tokens", -1, {"min_tokens": 12}),)
+#: must hold back; response_format with a small JSON schema (an answer the schema ends within
+#: KNOB_TOKENS), whose answers must also parse and conform
+KNOB_SCHEMA = {"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 16}, "country": {"type": "string", "maxLength": 16}},
+    "required": ["city", "country"], "additionalProperties": False}
+JSON_PROMPT = "Name a large city and its country. Answer in JSON."
+CHAT_KNOB_CASES = (
+    ("min_tokens", "Answer with one word: what is the capital of France?", {"min_tokens": 12}),
+    ("response_format", JSON_PROMPT, {"response_format": {
+        "type": "json_schema", "json_schema": {"name": "place", "schema": KNOB_SCHEMA}}}),
+)
 KNOB_TOKENS = 24
 #: C2's prompts besides the arm's own: one answered in a few tokens, one at length
 SCALE_PROMPTS = ("Answer with one word: what is the capital of France?",
@@ -146,6 +155,29 @@ def _drafted(bodies: list[dict], before: Metrics | None, after: Metrics | None) 
         return sum(int(s.get("proposed", 0)) for s in stats)
     if before is not None and after is not None:
         return int((after - before).drafted)
+    return None
+
+
+def _not_conforming(*answers: dict) -> str | None:
+    """Why an answer to N4's JSON-schema request is not JSON that conforms to KNOB_SCHEMA
+    (checked with jsonschema where it is installed, else parsed only), or None when every
+    answer is."""
+    import json
+
+    try:
+        import jsonschema
+    except ImportError:  # the plugin without the dev extra: parse, no schema check
+        jsonschema = None
+    invalid = (ValueError,) if jsonschema is None else (ValueError, jsonschema.ValidationError)
+    for which, answer in zip(("speculative", "plain"), answers, strict=False):
+        text = _text(answer)
+        try:
+            value = json.loads(text)
+            if jsonschema is not None:
+                jsonschema.validate(value, KNOB_SCHEMA)
+        except invalid as error:
+            first = str(error).splitlines()[0][:80]
+            return f"the {which} answer {text[:60]!r} is not conforming JSON ({first})"
     return None
 
 
@@ -508,11 +540,13 @@ class EndpointArm:
         drafted row with its own prefix's state), or a difference (a finding), or refused by
         the server (recorded as refused, never a pass), or no effect on the answer (the knob
         ignored, or too weak on this prompt: not judged). Completions take the penalties and
-        the bias, chat `min_tokens` on a question answered in one word."""
+        the bias, chat `min_tokens` on a question answered in one word and `response_format`
+        with a JSON schema, whose answers, speculative and plain, must also parse and conform
+        (an answer that does not is a finding even when both agree)."""
         chat = self.name == "chat"
         verdicts, bad = [], []
         for name, index, fields in CHAT_KNOB_CASES if chat else KNOB_CASES:
-            prompt = EOS_CHATS[2][0]["content"] if chat else self.prompts[index]
+            prompt = index if chat else self.prompts[index]
             bare = self.ask(self.body(prompt, max_tokens=KNOB_TOKENS), plain=True)
             if fields is None:
                 ids = _ids(bare)
@@ -528,7 +562,10 @@ class EndpointArm:
                     verdicts.append(f"{name}: refused ({error.status})")
                     continue
                 raise
-            if (where := _diverges(spec, plain)) is not None:
+            if name == "response_format" and (why := _not_conforming(spec, plain)):
+                bad.append(f"{name}: {why}")
+                verdicts.append(f"{name}: INVALID JSON")
+            elif (where := _diverges(spec, plain)) is not None:
                 bad.append(f"{name}: {where}")
                 verdicts.append(f"{name}: DIFFERS")
             elif _diverges(plain, bare) is None:
