@@ -50,7 +50,7 @@ class Shipped:
             if not path.is_file():
                 raise DraftFileError(f"{path}: missing: the shipped head {self.name} is not "
                                      f"installed whole (reinstall onebit)")
-            got = _sha256(path)
+            got = _sha256_kept(path)
             if got != want:
                 raise DraftFileError(f"{path}: sha256 {got[:16]}.. is not the pinned "
                                      f"{want[:16]}..: the shipped head {self.name} was changed "
@@ -63,6 +63,20 @@ SHIPPED: tuple[Shipped, ...] = ()
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+_KEPT: dict[tuple, str] = {}
+
+
+def _sha256_kept(path: Path) -> str:
+    """The file's sha256, remembered by (path, size, mtime): `auto` looks for the shipped
+    head on every call, and hashing its 7 MB each time would cost milliseconds."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    got = _KEPT.get(key)
+    if got is None:
+        got = _KEPT[key] = _sha256(path)
+    return got
 
 
 def shipped_for(base_path: str | Path) -> Path | None:
