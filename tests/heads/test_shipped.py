@@ -85,8 +85,8 @@ def test_the_shipped_head_is_found_for_smollm2_and_refused_for_another_base(tmp_
     from onebit.text.generate import trained_head
     from onebit.text.load import load_text_model
 
-    monkeypatch.setenv("ONEBIT_HOME", str(tmp_path / "home"))
-    path = skip_unless_cached("smollm2")
+    path = skip_unless_cached("smollm2")  # before ONEBIT_HOME moves: the real cache's file
+    monkeypatch.setenv("ONEBIT_HOME", str(tmp_path / "home"))  # no head of the user's own
     model = load_text_model(path, kernel="int8")
     head = trained_head(model)
     assert head is not None and head.config.base_file == path.name
