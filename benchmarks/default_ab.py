@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from policy_ab import PROMPTS  # noqa: E402  (beside this file)
 
-REPORT = re.compile(r"\[(\d+) tokens, ([\d.]+) tokens/s, ([\d.]+) passes/token.*?"
-                    r"(?:acceptance ([\d.]+)%)?.*\]$")
+REPORT = re.compile(r"\[(\d+) tokens, ([\d.]+) tokens/s, ([\d.]+) passes/token")
+ACCEPTANCE = re.compile(r"acceptance ([\d.]+)%")
 
 
 def generate(prompt: str, head: str, tokens: int) -> tuple[str, float, float, str]:
@@ -41,8 +41,9 @@ def generate(prompt: str, head: str, tokens: int) -> tuple[str, float, float, st
     match = REPORT.search(line)
     if match is None:
         raise SystemExit(f"no report line in: {line!r}")
+    accepted = ACCEPTANCE.search(line)
     return (run.stdout, float(match.group(2)), float(match.group(3)),
-            f"{match.group(4)}%" if match.group(4) else "-")
+            f"{accepted.group(1)}%" if accepted else "-")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -141,3 +141,27 @@ def test_the_engine_drafts_what_the_shipped_head_measured_when_trained():
     measured = right / asked
     assert abs(measured - recorded) < 0.02, (measured, recorded)
     assert np.isfinite(measured)
+
+
+@pytest.mark.slow
+def test_auto_runs_the_hybrid_over_the_shipped_head_when_switched_on(monkeypatch, tmp_path):
+    """With `USE_TRAINED_BY_DEFAULT` on, `auto` on SmolLM2 is the policy over the hybrid over
+    the shipped head, and its text is plain decode's; off (the default, docs/heads.md), it is
+    the policy over prompt lookup."""
+    import onebit
+    from onebit.heads.hybrid import HybridHead
+    from onebit.heads.ngram import NgramHead
+    from onebit.hub import skip_unless_cached
+    from onebit.text import generate as gen
+    from onebit.text.load import load_text_model
+
+    path = skip_unless_cached("smollm2")
+    monkeypatch.setenv("ONEBIT_HOME", str(tmp_path / "home"))
+    model = load_text_model(path, kernel="int8")
+    assert isinstance(gen.auto_head(model).inner, NgramHead)
+    monkeypatch.setattr(gen, "USE_TRAINED_BY_DEFAULT", True)
+    head = gen.auto_head(model)
+    assert isinstance(head.inner, HybridHead)
+    prompt = "List five things to pack for a weekend camping trip."
+    assert (onebit.generate(model, prompt, max_tokens=40).text
+            == onebit.generate(model, prompt, max_tokens=40, head="none").text)
