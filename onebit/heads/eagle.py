@@ -204,7 +204,8 @@ def save_eagle(path: str | Path, config: EagleConfig, tensors: dict[str, np.ndar
         if value.shape != shape:
             raise ValueError(f"tensor {name} has shape {value.shape}; the config says {shape}")
         out[name] = np.ascontiguousarray(value, np.int64 if name == "d2t" else dtype)
-        if name != "d2t" and not np.isfinite(out[name]).all():
+        if (name != "d2t" and not np.isfinite(out[name]).all()
+                and np.isfinite(np.asarray(value, np.float64)).all()):  # the cast overflowed
             raise ValueError(f"tensor {name} holds values {np.dtype(dtype)} cannot hold")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -236,7 +237,8 @@ def load_eagle(path: str | Path) -> tuple[EagleConfig, dict[str, np.ndarray]]:
     if not file.is_file():
         raise DraftFileError(f"{file}: missing (the head's weights)")
     shapes = config.tensor_shapes()
-    want = sum(2 * int(np.prod(s)) for n, s in shapes.items() if n != "d2t")  # float16 at least
+    width = _weight_width(file)  # 2 for a float16 head, else 4
+    want = sum(width * int(np.prod(s)) for n, s in shapes.items() if n != "d2t")
     want += 8 * config.draft_vocab_size
     size = file.stat().st_size
     if size > MAX_FILE_BYTES or size < want:
@@ -266,6 +268,23 @@ def load_eagle(path: str | Path) -> tuple[EagleConfig, dict[str, np.ndarray]]:
         raise DraftFileError(f"{file}: tensor 'd2t' must hold distinct base token ids in "
                              f"increasing order, in [0, {config.vocab_size})")
     return config, tensors
+
+
+def _weight_width(file: Path) -> int:
+    """Bytes a weight of the head at `file` takes, from its safetensors header alone (the
+    header's length is bounded before it is read): 2 when every weight is float16, else 4.
+    An unreadable header counts as 4; reading the tensors names what is wrong with it."""
+    try:
+        with open(file, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if not 0 < n <= 1 << 20:
+                return 4
+            header = json.loads(f.read(n))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return 4
+    dtypes = {v.get("dtype") for k, v in header.items()
+              if k not in ("__metadata__", "d2t") and isinstance(v, dict)}
+    return 2 if dtypes == {"F16"} else 4
 
 
 def _read_weights(file: Path) -> dict[str, np.ndarray]:
