@@ -66,13 +66,17 @@ def test_train_head_saves_a_head_that_generate_finds_and_drafts_with(home):
 
 
 def test_trained_without_a_head_is_a_clear_error(tmp_path):
-    """--head trained on a file with no trained head fails with one line naming the command
-    that makes one."""
+    """--head trained for a file with no head (none trained for it here, none shipped: its
+    sha256 matches neither) is a DraftError naming the command that makes one. (SmolLM2's own
+    file now finds the shipped head: tests/heads/test_shipped.py.)"""
+    from onebit.heads.errors import DraftError
     from onebit.hub import skip_unless_cached
+    from onebit.text.generate import resolve_head
+    from onebit.text.load import load_text_model
 
-    model = skip_unless_cached("smollm2")
-    (tmp_path / "models").mkdir()
-    (tmp_path / "models" / model.name).symlink_to(model)
-    run = onebit("generate", "--max-tokens", "4", "--head", "trained", "Hi", home=tmp_path)
-    assert run.returncode != 0
-    assert "onebit train-head" in run.stderr
+    model = load_text_model(skip_unless_cached("smollm2"), kernel="int8")
+    other = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    other.write_bytes(b"not the file any head was made for")
+    model.source_path = other
+    with pytest.raises(DraftError, match="onebit train-head"):
+        resolve_head("trained", model, k=None)
