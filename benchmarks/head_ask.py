@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     import onebit
     from onebit.heads.eagle import load_head
     from onebit.hub import model_path
+    from onebit.text.generate import trained_head_dir
     from onebit.text.load import load_text_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -25,17 +26,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     model = load_text_model(None, kernel="int8")
     path = model_path()
-    heads = {}
-    for kind in (None, "q4_1"):
-        if args.head_dir:
-            heads[kind or "q8_0"] = load_head(args.head_dir, model, base_path=path, lm_kind=kind)
-        else:
-            from onebit.heads.eagle import CONFIG_FILE, cached_head_dir
-            from onebit.heads.shipped import shipped_for
-
-            folder = cached_head_dir(path)
-            folder = folder if (folder / CONFIG_FILE).is_file() else shipped_for(path)
-            heads[kind or "q8_0"] = load_head(folder, model, base_path=path, lm_kind=kind)
+    folder = args.head_dir or trained_head_dir(model)
+    heads = {kind or "q8_0": load_head(folder, model, base_path=path, lm_kind=kind)
+             for kind in (None, "q4_1")}
     gen = onebit.generate(model, "Explain how a refrigerator keeps food cold.", max_tokens=
                           args.positions, head="none")
     ids = list(gen.prompt_ids) + list(gen.result.tokens)

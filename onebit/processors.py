@@ -208,12 +208,8 @@ class ProcessedBase(WrappedBase):
         out, taken, refused = [], 0, self._refused
         try:
             for i, token in enumerate(tokens):
-                if self._history.length + i >= self.prompt_len and not refused:
-                    if self._matcher.allows(token):
-                        self._matcher.consume(token)
-                        taken += 1
-                    else:  # a draft the grammar refuses: the rows after it are never read
-                        refused = True
+                took, refused = self._take(token, i, refused)
+                taken += took
                 out.append(self.process(rows[i], tokens[:i + 1], refused=refused))
         finally:
             self._matcher.rollback(taken)
@@ -231,15 +227,22 @@ class ProcessedBase(WrappedBase):
         taken, refused = 0, self._refused
         try:
             for i, token in enumerate(tokens):  # a prefill is the prompt: normally none
-                if self._history.length + i >= self.prompt_len and not refused:
-                    if self._matcher.allows(token):
-                        self._matcher.consume(token)
-                        taken += 1
-                    else:
-                        refused = True
+                took, refused = self._take(token, i, refused)
+                taken += took
             return self.process(np.asarray(row), tokens, refused=refused)
         finally:
             self._matcher.rollback(taken)
+
+    def _take(self, token: int, i: int, refused: bool) -> tuple[int, bool]:
+        """Token `i` of a pass into the grammar's matcher, if it is generated and nothing
+        before it was refused: (1, False) when taken (the caller rolls it back), (0, True)
+        when the grammar refuses it (a draft: the rows after it are never read)."""
+        if refused or self._history.length + i < self.prompt_len:
+            return 0, refused
+        if self._matcher.allows(token):
+            self._matcher.consume(token)
+            return 1, False
+        return 0, True
 
     def commit_verify(self, n: int) -> None:
         self._base.commit_verify(n)

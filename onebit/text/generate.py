@@ -134,23 +134,29 @@ def _file_name(model) -> str:
     return path.name if path is not None else type(model).__name__
 
 
-def trained_head(model, *, k: int | None = None):
-    """The `EagleHead` for the model's file: the one `onebit train-head` saved for it, else
-    the one shipped with onebit for it (onebit.heads.shipped), else None (also when the model
-    does not know its file). A head for another file is never found: both are found by the
-    file's sha256, which loading checks again."""
-    from onebit.heads.eagle import CONFIG_FILE, cached_head_dir, load_head
+def trained_head_dir(model):
+    """The directory of the head for the model's file: the one `onebit train-head` saved for
+    it, else the one shipped with onebit for it (onebit.heads.shipped), else None (also when
+    the model does not know its file). Both are found by the file's sha256."""
+    from onebit.heads.eagle import CONFIG_FILE, cached_head_dir
     from onebit.heads.shipped import shipped_for
 
     path = getattr(model, "source_path", None)
     if path is None or not path.is_file():
         return None
     folder = cached_head_dir(path)
-    if not (folder / CONFIG_FILE).is_file():
-        folder = shipped_for(path)
-        if folder is None:
-            return None
-    return load_head(folder, model, base_path=path, k=k)
+    return folder if (folder / CONFIG_FILE).is_file() else shipped_for(path)
+
+
+def trained_head(model, *, k: int | None = None):
+    """The `EagleHead` of `trained_head_dir(model)`, or None when there is none. A head for
+    another file is never found, and loading checks the file's sha256 again."""
+    from onebit.heads.eagle import load_head
+
+    folder = trained_head_dir(model)
+    if folder is None:
+        return None
+    return load_head(folder, model, base_path=model.source_path, k=k)
 
 
 def _trained_or_error(model, k: int | None):
@@ -199,7 +205,7 @@ def auto_head(model):
     """The default head: the model's policy head over prompt lookup; over the trained head
     with prompt lookup in front (`policy_head(model, "hybrid")`) instead when
     `USE_TRAINED_BY_DEFAULT` is set and a head was trained or shipped for the model's file."""
-    if USE_TRAINED_BY_DEFAULT and trained_head_found(model):
+    if USE_TRAINED_BY_DEFAULT and trained_head_dir(model) is not None:
         return policy_head(model, "hybrid")
     return policy_head(model, "ngram")
 
@@ -209,18 +215,6 @@ def auto_head(model):
 #: the policy (worst 0.84, best 1.17; benchmarks/default_ab.py, docs/heads.md), so it does
 #: not beat the default it would replace
 USE_TRAINED_BY_DEFAULT = False
-
-
-def trained_head_found(model) -> bool:
-    """Whether a trained head exists for the model's file (the user's or a shipped one),
-    without loading it."""
-    from onebit.heads.eagle import CONFIG_FILE, cached_head_dir
-    from onebit.heads.shipped import shipped_for
-
-    path = getattr(model, "source_path", None)
-    if path is None or not path.is_file():
-        return False
-    return (cached_head_dir(path) / CONFIG_FILE).is_file() or shipped_for(path) is not None
 
 
 def _greedy(sampling) -> bool:
