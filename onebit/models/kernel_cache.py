@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from types import CodeType
 
 CACHE_ENV = "ONEBIT_KERNEL_CACHE"
 OFF = ("0", "off", "false", "no")
@@ -277,7 +278,16 @@ def _variant_cache():
         def _index_key(self, sig, codegen):
             # the whole code object (constants, names, nested code), not only its bytecode:
             # a copy of a kernel's source with one constant changed is another kernel
-            code = hashlib.sha256(marshal.dumps(self._py_func.__code__)).hexdigest()
-            return (sig, codegen.magic_tuple(), code)
+            code = hashlib.sha256(marshal.dumps(_placeless(self._py_func.__code__)))
+            return (sig, codegen.magic_tuple(), code.hexdigest())
 
     return VariantCache
+
+
+def _placeless(code: CodeType) -> CodeType:
+    """`code` and its nested code objects with the file name blanked: the same kernel source
+    read from another copy of onebit (a mutant catalogue's scratch copy, a second checkout)
+    compiles to the same machine code, so it is the same entry. Lines are kept: they are in
+    the source the digest covers anyway."""
+    consts = tuple(_placeless(c) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename="", co_consts=consts)

@@ -54,8 +54,8 @@ def stored(where: Path) -> list[str]:
     return sorted(str(p.relative_to(where)) for p in where.rglob("*") if p.is_file())
 
 
-def child(env: dict[str, str]) -> tuple[float, int, int]:
-    done = subprocess.run([sys.executable, "-c", CHILD], env={**os.environ, **env},
+def child(env: dict[str, str], code: str = CHILD) -> tuple[float, int, int]:
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     value, hits, misses = done.stdout.split()
@@ -74,6 +74,25 @@ def test_second_process_loads_what_the_first_compiled(tmp_path):
     assert second == (first[0], 1, 0)
     assert stored(tmp_path) == files
     assert first[0] == np.arange(1000.0).sum() * 0.5
+
+
+def test_a_copy_of_the_sources_elsewhere_loads_what_the_first_compiled(tmp_path):
+    """The same kernel module read from another place (a mutant catalogue's scratch copy, a
+    second checkout) finds the kernels the first place compiled: the entry is keyed by the
+    code, not by the file it was read from. A copy with the kernel's code changed is compiled."""
+    env = {"ONEBIT_KERNEL_CACHE": str(tmp_path / "cache")}
+    places = []
+    for name, source in (("first", CHILD), ("copy", CHILD), ("changed", CHILD.replace(
+            "+ n - n", "+ n - n + 0.0"))):
+        place = tmp_path / name
+        place.mkdir()
+        (place / "onebit_cache_probe.py").write_text(source)
+        places.append(place)
+    runs = [child({**env, "PYTHONPATH": os.pathsep.join([str(p), str(Path.cwd())])},
+                  code="import onebit_cache_probe") for p in places]
+    assert runs[0][1:] == (0, 1)
+    assert runs[1] == (runs[0][0], 1, 0)
+    assert runs[2][1:] == (0, 1)
 
 
 # CHILD, saying "ready" on stderr once everything but the call (and so the compile) is done
