@@ -40,6 +40,14 @@ def generate(model, prompt, **options):
     return gen(model, prompt, **options)
 
 
+def generate_n(model, prompt, *, n: int, **options):
+    """`n` independent answers to one prompt (a list of `Generation`): answer i is the one
+    `generate` gives alone with `seed + i`. See `onebit.text.generate.generate_n`."""
+    from onebit.text.generate import generate_n as gen_n
+
+    return gen_n(model, prompt, n=n, **options)
+
+
 __all__ = [
     "BaseContractError",
     "BaseModel",
@@ -59,6 +67,7 @@ __all__ = [
     "SeededRng",
     "check_request",
     "generate",
+    "generate_n",
     "greedy",
     "load_model",
     "run",

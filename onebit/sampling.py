@@ -184,6 +184,19 @@ def make_rng(rng: Rng | None, seed: int | None) -> Rng:
     return rng
 
 
+def answer_seeds(seed: int | None, n: int) -> list[int | None]:
+    """The seeds of `n` independent answers to one request: answer i draws from `seed + i`,
+    a stream of its own, so each answer replays alone (the same request with `seed + i` and
+    one answer gives answer i) and none depends on how far another got or on the order the
+    answers were decoded in. Without a seed every answer draws a fresh one of its own."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if seed is None:
+        return [None] * n
+    SeededRng(seed)  # refuses a seed that is not an integer >= 0, naming it
+    return [seed + i for i in range(n)]
+
+
 def one_hot_rows(tokens: list[int], vocab: int) -> np.ndarray:
     """The `q` rows of deterministic drafts: all mass on the drafted token."""
     q = np.zeros((len(tokens), vocab))

@@ -201,9 +201,11 @@ class Engine:
         from concurrent.futures import ThreadPoolExecutor
         from dataclasses import replace
 
+        from onebit.sampling import answer_seeds
+
         self.check(request)
-        answers = [replace(request, n=1, seed=None if request.seed is None
-                           else request.seed + i) for i in range(request.n)]
+        answers = [replace(request, n=1, seed=seed)
+                   for seed in answer_seeds(request.seed, request.n)]
         if self.batch is None:
             return [self.complete(a) for a in answers]
         with ThreadPoolExecutor(max_workers=request.n) as pool:

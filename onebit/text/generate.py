@@ -289,3 +289,21 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     first = clock[1] if clock[1] is not None else end
     return Generation(stream.text, result, ids, stopped_on[0] if stopped_on else None,
                       prefill_seconds=first - clock[0], decode_seconds=end - first)
+
+
+def generate_n(model, prompt, *, n: int, seed: int | None = None, rng=None,
+               **options) -> list[Generation]:
+    """`n` independent answers to one prompt, as `generate` gives one (the same keywords).
+    Answer i draws from `seed + i` (`onebit.sampling.answer_seeds`): it is the answer
+    `generate` gives alone with that seed, whatever the others drew. One `rng` cannot give
+    `n` answers a stream each, so an `rng` with `n > 1` is refused: pass `seed`."""
+    from onebit.sampling import answer_seeds
+
+    seeds = answer_seeds(seed, n)
+    if rng is not None:
+        if n > 1:
+            raise ValueError(f"rng with n={n}: one rng cannot give {n} answers a stream each "
+                             "(each would take the draws the one before left); pass seed, "
+                             "and answer i draws from seed + i")
+        return [generate(model, prompt, rng=rng, **options)]
+    return [generate(model, prompt, seed=answer_seed, **options) for answer_seed in seeds]
