@@ -235,8 +235,9 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     policy, which never drafts what does not pay), "none" (plain decode, as is None),
     "trained", "ngram", "mtp"/"dflash" with `draft=DIR`. Every head gives greedy text
     identical to plain decode's and sampled text from the same distribution; a sampled run
-    with a `seed` (or `rng`) and the default head decodes plain, so the same seed gives the
-    same text (the policy's choices depend on its clock, and the draws on those choices).
+    with a `seed` (or `rng`) and the default head decodes plain, and a named head ("ngram",
+    "trained") drafts without the policy, so the same seed gives the same text (the policy's
+    choices depend on its clock, and the draws on those choices).
     `on_text(piece)` gets the text as it is decoded, never half a character. The run stops at
     EOS/EOT. A prompt that leaves no room in the context is a `PromptError`. `processors` (an
     `onebit.Processors`: penalties, `logit_bias`, `min_tokens`) process every score the loop
@@ -248,12 +249,15 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
 
     tok = model_tokenizer(model, tokenizer)
     ids, max_tokens = prompt_ids(model, tok, prompt, max_tokens, chat=chat, system=system)
-    if head == "auto" and sampling is not None and not _greedy(sampling) and (
-            seed is not None or rng is not None):
+    seeded = sampling is not None and not _greedy(sampling) and (
+        seed is not None or rng is not None)
+    if head == "auto" and seeded:
         # a seed promises the same text again; the policy's draft lengths follow its clock,
         # and a sampled run's draws follow the draft lengths: plain decode keeps the promise
         head = None
-    draft_head, k = resolve_head(head, model, k=k, draft=draft)
+    # a head the caller named keeps its drafts under a seed, without the policy: every round
+    # drafts what the head gives, so the draws (and the text) replay
+    draft_head, k = resolve_head(head, model, k=k, draft=draft, named_under_policy=not seeded)
     stops = tok.stop_ids
     stream = tok.stream(skip_special_tokens=skip_special_tokens)
     stopped_on = []

@@ -75,6 +75,22 @@ def test_a_seeded_sampled_run_with_the_default_head_is_reproducible(tiny_model):
     assert len(policy.sent) > rounds
 
 
+def test_a_seeded_sampled_run_with_a_named_head_drafts_without_the_policy(tiny_model):
+    """A head the caller named keeps drafting under a seed, but without the policy (whose
+    draft lengths follow its clock): the rounds draft, the policy is not asked, and the same
+    seed gives the same tokens however the box's load moves the clock."""
+    from onebit.text.generate import policy_head
+
+    s = onebit.Sampling(temperature=0.9, top_k=40)
+    policy = policy_head(tiny_model, "ngram", 4)
+    rounds = len(policy.sent)
+    runs = [onebit.generate(tiny_model, "abc abc abc abc abc abc", max_tokens=24, sampling=s,
+                            seed=3, head="ngram", k=4) for _ in range(3)]
+    assert len({tuple(r.result.tokens) for r in runs}) == 1
+    assert len(policy.sent) == rounds
+    assert runs[0].result.stats.drafts_asked > 0
+
+
 def test_named_one_pass_heads_run_under_the_policy(tiny_model):
     """"ngram" (like "auto") is prompt lookup under the model's cost policy, one per (head, k)
     and kept; with named_under_policy=False (the server's choice) it is the bare head, every
