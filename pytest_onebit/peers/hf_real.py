@@ -24,7 +24,7 @@ from pytest_onebit.peers.hf_run import (
     generate,
     generate_with_cache,
 )
-from pytest_onebit.peers.protocol import Outcome
+from pytest_onebit.peers.protocol import FAILED, Outcome, failed, passed
 
 PROMPT = [5, 17, 3, 60, 9, 22]
 TOKENS = 16  # with the prompt, longer than Mistral's sliding window of 8
@@ -96,6 +96,7 @@ class RealArm:
             "I9-budget": judge.first_failure([judge.judged(lambda n=n: self.budget(n))
                                            for n in (1, 2, 3)]),
             "I10-eos": judge.judged(self.eos),
+            "N4-knobs": self.knobs(),
         }
 
     def text(self) -> str:
@@ -129,3 +130,24 @@ class RealArm:
         judge.assert_stopped_at(self.plain(assistant_model=self.assistant, **kw), plain, j,
                                 what=f"EOS {plain[j]}", where=f"k={K}")
         return f"EOS at new token {j}"
+
+    def knobs(self) -> Outcome:
+        """N4: every knob, assisted (the perfect assistant) and under prompt lookup (on a
+        prompt that holds its own answer once), against plain greedy with the same knob."""
+        from pytest_onebit.peers.hf_knobs import judge_knobs, lookup_prompt, lookup_speculation
+
+        parts = []
+        for label, run in (
+                ("assisted", lambda: judge_knobs(self.target, PROMPT, TOKENS,
+                                                 {"assistant_model": self.assistant},
+                                                 "assisted")),
+                ("prompt lookup", lambda: judge_knobs(
+                    self.target, lookup_prompt(self.target, PROMPT, TOKENS), TOKENS,
+                    lookup_speculation(), "lookup"))):
+            try:
+                parts.append((label, run()))
+            except Exception as error:  # the peer raised: a failure naming it
+                parts.append((label, failed(f"raised {type(error).__name__}: "
+                                            f"{' '.join(str(error).split())[:300]}")))
+        detail = " | ".join(f"{label}: {outcome.detail}" for label, outcome in parts)
+        return failed(detail) if any(o.status == FAILED for _, o in parts) else passed(detail)

@@ -18,7 +18,11 @@ def importable(module: str) -> bool:
 
 class TransformersPeer:
     name = "transformers"
-    checks = CHECKS
+    checks = (*CHECKS, "N4-knobs")
+    check_docs = {"N4-knobs": "each knob as a logits processor (repetition_penalty, "
+                              "sequence_bias, min_new_tokens, OpenAI's penalties in "
+                              "LogitsProcessorList): assisted and prompt-lookup greedy equal "
+                              "plain greedy with the same knob"}
 
     def __init__(self, delta: float | None = None, arms: tuple[str, ...] | None = None) -> None:
         self.delta = delta

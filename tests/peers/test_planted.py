@@ -136,3 +136,23 @@ def test_greedy_draft_reporting_a_soft_q_fails_the_sharp_arm(monkeypatch):
           '"generation_config": self.generation_config, "do_sample": False,')
     sharp = SampledArm(assistant="swapped").judge()["S1-distribution"]
     assert sharp.status == "failed", sharp.detail
+
+
+def test_processors_blind_to_the_drafts_fail_N4(monkeypatch):
+    """Verify rows processed with the committed prefix only (every row's logits processors
+    see the text before the drafts, not the drafts before that row: the penalty history
+    that misses the drafts, TensorRT-LLM PR #17701's and vLLM #18902's kind) change a
+    knob's answer under speculation, so N4-knobs fails on a real arm (gemma's: its answer
+    repeats a token within a round of drafts); unplanted it passes."""
+    from transformers.generation import utils
+
+    from pytest_onebit.peers.hf_real import RealArm
+
+    arm = RealArm("gemma")
+    assert arm.knobs().status == "passed"
+    plant(monkeypatch, utils, "GenerationMixin._assisted_decoding",
+          "logits_processor(candidate_input_ids[:, : cur_len + i], new_logits[:, i, :])",
+          "logits_processor(candidate_input_ids[:, :cur_len], new_logits[:, i, :])")
+    planted = arm.knobs()
+    assert planted.status == "failed", planted.detail
+    assert "DIFFERS" in planted.detail
