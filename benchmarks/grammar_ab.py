@@ -8,6 +8,11 @@ whether the answer parsed and conformed to its schema (jsonschema). Then the mas
 `Matcher.allowed()` timed at every position of those answers.
 
     .venv/bin/python benchmarks/grammar_ab.py [--rounds 3] [--tokens 160]
+
+With `--served`, the same prompts go to `onebit serve` (in this process, one request at a
+time) as chat requests with `response_format: json_schema`, `speculative: false` against the
+server's head (`--serve-head`, default serve's own), alternated; tokens/s is completion
+tokens over each request's wall time.
 """
 
 from __future__ import annotations
@@ -54,8 +59,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=160)
     parser.add_argument("--head", default="auto")
+    parser.add_argument("--served", action="store_true",
+                        help="through onebit serve, response_format json_schema")
+    parser.add_argument("--serve-head", default="ngram",
+                        help="the server's --head with --served (default ngram, serve's)")
     args = parser.parse_args(argv)
     model = load_text_model(None, kernel="int8")
+    if args.served:
+        return served(model, args)
     onebit.generate(model, "Hello", max_tokens=8)
     print(f"| prompt | {args.head} / plain | plain tok/s | tokens | same text | valid |")
     print("|---|---|---:|---:|---|---|")
@@ -97,6 +108,52 @@ def main(argv: list[str] | None = None) -> None:
     print(f"mask per token over {len(times)} positions: median {times[len(times) // 2] * 1e3:.3f}"
           f" ms, 90th percentile {times[int(len(times) * 0.9)] * 1e3:.3f} ms, most "
           f"{times[-1] * 1e3:.3f} ms")
+
+
+def served(model, args) -> None:
+    """The prompts as chat requests with `response_format` to onebit serve, speculation off
+    against the default head, A B A B; each answer parsed and validated."""
+    import jsonschema
+
+    from onebit.serve import Engine, create_app
+    from onebit.serve.server import ServerThread
+    from pytest_onebit.peers.openai_client import Client
+
+    print(f"| prompt | {args.serve_head} / plain | plain tok/s | tokens | same ids | valid |")
+    print("|---|---|---:|---:|---|---|")
+    ratios_all = []
+    with ServerThread(create_app(Engine(model, head=args.serve_head))) as server:
+        client = Client(server.url)
+        client.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
+                                             "max_tokens": 16, "temperature": 0})  # warm
+        for i, (prompt, schema) in enumerate(CASES):
+            body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0,
+                    "max_tokens": args.tokens, "response_format": {
+                        "type": "json_schema", "json_schema": {"name": "answer",
+                                                               "schema": schema}}}
+            speeds = {"plain": [], "spec": []}
+            ids, valid = set(), "yes"
+            for _ in range(args.rounds):
+                for arm, extra in (("plain", {"speculative": False}), ("spec", {})):
+                    start = time.perf_counter()
+                    answer = client.post("/v1/chat/completions", {**body, **extra})
+                    seconds = time.perf_counter() - start
+                    choice = answer["choices"][0]
+                    speeds[arm].append(answer["usage"]["completion_tokens"] / seconds)
+                    ids.add(tuple(choice["token_ids"]))
+                    try:
+                        jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+                    except (ValueError, jsonschema.ValidationError) as error:
+                        valid = f"NO ({type(error).__name__}, {choice['finish_reason']})"
+            ratios = [s / p for s, p in zip(speeds["spec"], speeds["plain"], strict=True)]
+            ratios_all.append(statistics.median(ratios))
+            print(f"| {i + 1} | {ratios_all[-1]:.2f} [{min(ratios):.2f} .. {max(ratios):.2f}]"
+                  f" | {statistics.median(speeds['plain']):.0f} | "
+                  f"{answer['usage']['completion_tokens']} | "
+                  f"{'yes' if len(ids) == 1 else 'NO'} | {valid} |", flush=True)
+    print(f"\nserved, {args.serve_head} / plain over the prompts: median "
+          f"{statistics.median(ratios_all):.2f}, worst {min(ratios_all):.2f}, best "
+          f"{max(ratios_all):.2f}")
 
 
 if __name__ == "__main__":
