@@ -18,6 +18,7 @@ without it is a `GrammarError` that says what to install.
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from dataclasses import dataclass
@@ -101,6 +102,17 @@ class Grammar:
             raise GrammarError(field_name, f"{field_name} cannot be compiled: {message}")
         return cls(kind, "" if kind == "json_object" else source, compiled)
 
+    def reads(self, text: str) -> tuple[bool, bool]:
+        """(whether `text` stays inside the grammar from its first byte to its last, whether it
+        is a whole sentence of it): the grammar walked byte by byte, with no model's tokenizer.
+        A check of text made elsewhere: an answer a budget cut is judged by the first."""
+        if not isinstance(text, str):
+            raise GrammarError("text", f"text must be a string, got {type(text).__name__}")
+        m = _llguidance().LLMatcher(_byte_tokenizer(), self.compiled)
+        data = list(text.encode("utf-8"))
+        inside = m.try_consume_tokens(data) == len(data) and not m.is_error()
+        return inside, inside and bool(m.is_accepting())
+
     def matcher(self, tokenizer, vocab_size: int) -> Matcher:
         """A fresh `Matcher` of this grammar over `tokenizer` (onebit's), for a model whose
         rows have `vocab_size` scores."""
@@ -124,6 +136,27 @@ class _Bytes:
         if not isinstance(text, str):  # llguidance tries bytes first; this encoder takes text
             raise TypeError("text only")
         return self._tokenizer.encode(text, add_special_tokens=False, parse_special=False)
+
+
+class _ByteVocabulary:
+    """A tokenizer whose tokens are the 256 bytes (and an end token no text spells): the
+    grammar read byte by byte, for `Grammar.reads`."""
+
+    eos_token_id = 256
+    bos_token_id = None
+    special_token_ids = [256]
+    tokens = [bytes([b]) for b in range(256)] + [b"\xff<end>"]
+
+    def __call__(self, text):
+        if not isinstance(text, str):
+            raise TypeError("text only")
+        return list(text.encode("utf-8"))
+
+
+@functools.cache
+def _byte_tokenizer():
+    llg = _llguidance()
+    return llg.LLTokenizer(llg.TokenizerWrapper(_ByteVocabulary()))
 
 
 _TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

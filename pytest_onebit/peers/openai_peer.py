@@ -48,7 +48,7 @@ KNOB_CASES = (
 )
 #: N4 on the chat arm: min_tokens on a question answered in one word, whose end of turn it
 #: must hold back; response_format with a small JSON schema (an answer the schema ends within
-#: KNOB_TOKENS), whose answers must also parse and conform
+#: JSON_TOKENS), whose answers must also parse and conform
 KNOB_SCHEMA = {"type": "object", "properties": {
     "city": {"type": "string", "maxLength": 16}, "country": {"type": "string", "maxLength": 16}},
     "required": ["city", "country"], "additionalProperties": False}
@@ -59,6 +59,9 @@ CHAT_KNOB_CASES = (
         "type": "json_schema", "json_schema": {"name": "place", "schema": KNOB_SCHEMA}}}),
 )
 KNOB_TOKENS = 24
+#: the JSON-schema case's budget: room for the schema's longest answer however the server
+#: spaces it (llama-server puts each key on a line of its own: 26 tokens for a short answer)
+JSON_TOKENS = 96
 #: C2's prompts besides the arm's own: one answered in a few tokens, one at length
 SCALE_PROMPTS = ("Answer with one word: what is the capital of France?",
                  "Write a haiku about rain.")
@@ -155,6 +158,29 @@ def _drafted(bodies: list[dict], before: Metrics | None, after: Metrics | None) 
         return sum(int(s.get("proposed", 0)) for s in stats)
     if before is not None and after is not None:
         return int((after - before).drafted)
+    return None
+
+
+def _cut(*answers: dict) -> bool:
+    """Whether any answer ended on the budget (finish_reason "length"): a JSON answer cut there
+    is not a whole one."""
+    return any(a["choices"][0].get("finish_reason") == "length" for a in answers)
+
+
+def _cut_outside(*answers: dict) -> str | None:
+    """Why an answer the budget cut has already left KNOB_SCHEMA (read byte by byte by
+    llguidance: `onebit.grammar.Grammar.reads`), or None when every answer is a beginning of
+    conforming JSON. Without llguidance nothing is judged (None)."""
+    from onebit.grammar import Grammar, GrammarError
+
+    try:
+        grammar = Grammar.json_schema(KNOB_SCHEMA)
+    except GrammarError:  # llguidance is not installed
+        return None
+    for which, answer in zip(("speculative", "plain"), answers, strict=False):
+        text = _text(answer)
+        if not grammar.reads(text)[0]:
+            return f"the {which} answer {text[:60]!r}, cut by the budget, already left the schema"
     return None
 
 
@@ -531,9 +557,10 @@ class EndpointArm:
 
     def knob_body(self, prompt: str, fields: dict) -> dict:
         """A knob request in the server's own names (`--knob-name` renames, e.g. llama-server's
-        `repeat_penalty`)."""
+        `repeat_penalty`); the JSON-schema case with a budget its whole answer fits in."""
         renamed = {self.peer.knob_names.get(k, k): v for k, v in fields.items()}
-        return self.body(prompt, max_tokens=KNOB_TOKENS, **renamed)
+        budget = JSON_TOKENS if "response_format" in fields else KNOB_TOKENS
+        return self.body(prompt, max_tokens=budget, **renamed)
 
     def knobs(self) -> Outcome:
         """Each knob, speculation against plain: the same ids (the knob applied to every
@@ -542,7 +569,8 @@ class EndpointArm:
         ignored, or too weak on this prompt: not judged). Completions take the penalties and
         the bias, chat `min_tokens` on a question answered in one word and `response_format`
         with a JSON schema, whose answers, speculative and plain, must also parse and conform
-        (an answer that does not is a finding even when both agree)."""
+        (an answer that does not is a finding even when both agree; one the budget cut must
+        still be inside the schema so far)."""
         chat = self.name == "chat"
         verdicts, bad = [], []
         for name, index, fields in CHAT_KNOB_CASES if chat else KNOB_CASES:
@@ -562,12 +590,19 @@ class EndpointArm:
                     verdicts.append(f"{name}: refused ({error.status})")
                     continue
                 raise
-            if name == "response_format" and (why := _not_conforming(spec, plain)):
-                bad.append(f"{name}: {why}")
-                verdicts.append(f"{name}: INVALID JSON")
-            elif (where := _diverges(spec, plain)) is not None:
+            if (where := _diverges(spec, plain)) is not None:
                 bad.append(f"{name}: {where}")
                 verdicts.append(f"{name}: DIFFERS")
+            elif name == "response_format" and _cut(spec, plain):
+                if why := _cut_outside(spec, plain):
+                    bad.append(f"{name}: {why}")
+                    verdicts.append(f"{name}: INVALID JSON")
+                else:
+                    verdicts.append(f"{name}: equal, cut by the budget of {JSON_TOKENS} "
+                                    "tokens inside the schema")
+            elif name == "response_format" and (why := _not_conforming(spec, plain)):
+                bad.append(f"{name}: {why}")
+                verdicts.append(f"{name}: INVALID JSON")
             elif _diverges(plain, bare) is None:
                 verdicts.append(f"{name}: no effect")
             else:

@@ -160,3 +160,22 @@ def test_smollm2_answers_inside_a_schema_the_same_with_and_without_speculation()
     assert plain.stopped_on is not None  # the grammar ended it, not the budget
     for head, run in runs.items():
         assert run.result.tokens == plain.result.tokens, head
+
+
+def test_reads_tells_a_beginning_inside_the_grammar_from_text_outside_it():
+    """`Grammar.reads(text)`, the grammar walked byte by byte: a whole conforming answer is
+    inside and complete, the same answer cut anywhere is inside and not complete (llama-server
+    spaces its keys on lines of their own), prose or a key the schema does not have is outside
+    from where it leaves; a non-string is a GrammarError naming it."""
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}},
+              "required": ["city"], "additionalProperties": False}
+    grammar = Grammar.json_schema(schema)
+    whole = '{\n    "city": "Santabaracia"\n}'
+    assert grammar.reads(whole) == (True, True)
+    for cut in range(1, len(whole)):
+        assert grammar.reads(whole[:cut]) == (True, False), whole[:cut]
+    assert grammar.reads("Sure! Here it is:") == (False, False)
+    assert grammar.reads('{"town": "Rome"}') == (False, False)
+    assert grammar.reads('{"city": "a name much longer than sixteen"}')[0] is False
+    with pytest.raises(GrammarError, match="text must be a string"):
+        grammar.reads(b"{}")

@@ -164,3 +164,21 @@ def test_sampled_plant_fails_S1(smollm2, capsys):
     assert status == 1, report
     assert cell["status"] == "failed", cell
     assert "between speculative and plain samples" in cell["arms"]["completions"]["detail"]
+
+
+def test_a_json_answer_the_budget_cut_is_judged_by_where_it_got():
+    """N4's response_format case: an answer the budget cut (finish_reason "length") is not a
+    whole JSON value, so it is judged by whether it is still inside the schema (llama-server
+    spaces its keys on lines of their own and can run past a small budget: not a finding),
+    and an answer that left the schema before the cut is one."""
+    from pytest_onebit.peers.openai_peer import _cut, _cut_outside
+
+    def answer(text: str, finish: str = "length") -> dict:
+        return {"choices": [{"message": {"content": text}, "finish_reason": finish}]}
+
+    inside = answer('{\n    "city": "Santabaracia",\n    "country": "Santabaracia"')
+    outside = answer("Sure! The city is Paris, in France, which")
+    assert _cut(inside, answer("{}", "stop")) and not _cut(answer("{}", "stop"))
+    assert _cut_outside(inside, inside) is None
+    why = _cut_outside(inside, outside)
+    assert why is not None and why.startswith("the plain answer 'Sure!")
