@@ -119,7 +119,9 @@ def tiny_model(tmp_path_factory):
     from onebit.models.fabricate import fabricate_model
 
     path = fabricate_model(tmp_path_factory.mktemp("tiny") / "m", "qwen3", vocab_size=259)
-    model = load_model(path)
+    # the NumPy kernel: nothing to compile, so a cold run (the knobs mutant catalogue's, which
+    # uses this model for N4) does not wait on numba; the kernels are the forward tests' own
+    model = load_model(path, kernel="numpy")
     model.tokenizer = Tokenizer.from_gguf_metadata(byte_vocab_metadata())
     return model
 
