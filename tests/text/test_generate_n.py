@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 import onebit
-from onebit.sampling import answer_seeds
 
 PROMPT = "abc abc abc abc abc abc abc abc"
 WARM = onebit.Sampling(temperature=1.3)
@@ -63,12 +62,3 @@ def test_one_rng_for_several_answers_is_refused(tiny_model):
     with pytest.raises(ValueError, match="rng with n=3.*pass seed"):
         onebit.generate_n(tiny_model, PROMPT, n=3, rng=onebit.SeededRng(1), max_tokens=4,
                           sampling=WARM)
-
-
-def test_answer_seeds():
-    """answer_seeds: seed + i for each answer, None for every answer without a seed, and a bad
-    seed refused by name."""
-    assert answer_seeds(7, 3) == [7, 8, 9]
-    assert answer_seeds(None, 2) == [None, None]
-    with pytest.raises(ValueError, match="seed must be an integer >= 0, got -1"):
-        answer_seeds(-1, 2)
