@@ -52,8 +52,7 @@ class LLGuidance:
         return Grammar.json_schema(schema)
 
     def matcher(self, compiled):
-        m = compiled.matcher(self.tokenizer, self.vocab)
-        return m
+        return compiled.matcher(self.tokenizer, self.vocab)
 
     def mask(self, m) -> np.ndarray:
         m._mask = None  # time the computation, not the cache
