@@ -9,7 +9,9 @@ them from two threads of one process slows both: docs/batching.md):
 - `engine`: `Engine.complete`: + the chat template, detokenizing, stop strings;
 - `engine + logprobs`: + the scores kept for logprobs (`ScoredBase`, 2 alternatives);
 - `HTTP`: the same engine's server, non-streamed, over 127.0.0.1: + uvicorn, starlette, JSON;
-- `HTTP stream`: the same, streamed: + an SSE event per piece of text.
+- `HTTP stream`: the same, streamed, as served by default: + SSE events, one at most every
+  20 ms after the first (`--stream-interval`, onebit.serve.stream);
+- `HTTP stream, every piece`: streamed with `--stream-interval 0`, an event per piece of text.
 
 Prints each arm's tokens/s, median [min .. max] over rounds, and its time per token over the
 loop's, so a loss coming back shows in the layer that brought it. `onebit generate` on the
@@ -71,6 +73,7 @@ def main() -> int:
         return args.tokens if stream else json.loads(raw)["usage"]["completion_tokens"]
 
     server = ServerThread(create_app(engine)).start()
+    each = ServerThread(create_app(engine, stream_interval=0)).start()
     with_logprobs = {**body, "logprobs": True, "top_logprobs": 2}
     arms = {
         "loop": loop,
@@ -78,6 +81,7 @@ def main() -> int:
         "engine + logprobs": lambda: len(engine.complete(parse("chat", with_logprobs)).token_ids),
         "HTTP": lambda: post(server.url, False),
         "HTTP stream": lambda: post(server.url, True),
+        "HTTP stream, every piece": lambda: post(each.url, True),
     }
     speed = {a: [] for a in arms}
     try:
@@ -90,6 +94,7 @@ def main() -> int:
                 speed[name].append(tokens / (time.perf_counter() - start))
     finally:
         server.stop()
+        each.stop()
     base = statistics.median(speed["loop"])
     print(f"\n{args.rounds} rounds x {args.requests} requests of {args.tokens} greedy tokens, "
           "SmolLM2 Q4_1, int8, 2 threads\n")

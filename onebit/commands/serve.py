@@ -17,6 +17,7 @@ from onebit.commands.common import fail, positive
 from onebit.models.kernels import KERNELS
 from onebit.serve.heads import DEFAULT_HEAD, SERVE_HEADS
 from onebit.serve.server import LOOPBACK
+from onebit.serve.stream import STREAM_INTERVAL
 
 #: the slots `onebit serve` opens when --parallel is not given and the model can batch
 AUTO_PARALLEL = 4
@@ -74,6 +75,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         help="with --parallel: the positions one slot holds, prompt and answer "
                         "(default: the model's context); the KV memory is bounded by N x "
                         "slots, printed at start")
+    parser.add_argument("--stream-interval", type=positive("--stream-interval", least=0),
+                        metavar="MS", default=round(STREAM_INTERVAL * 1000),
+                        help="a streamed answer's text goes out at most once every MS "
+                        "milliseconds after its first piece, the pieces between joined in one "
+                        "event (default %(default)s; 0: an event per piece). Each event costs "
+                        "the decode a socket write (docs/serve.md)")
     parser.add_argument("--kernel", choices=KERNELS, help="the products' kernel (default: "
                         "int8 when numba is installed, as onebit generate)")
     parser.add_argument("--log-level", default="info",
@@ -122,7 +129,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"onebit serve: http://{args.host}:{args.port}/v1 (head {args.head}, {at_once}; "
           f"metrics at /metrics)", file=sys.stderr, flush=True)
     try:
-        serve(create_app(engine), host=args.host, port=args.port, log_level=args.log_level)
+        app = create_app(engine, stream_interval=args.stream_interval / 1000)
+        serve(app, host=args.host, port=args.port, log_level=args.log_level)
     except (OSError, SystemExit) as error:  # a port in use: uvicorn logs it and exits 1
         code = getattr(error, "code", None)
         if isinstance(error, SystemExit) and code in (0, None):

@@ -14,11 +14,11 @@ from onebit.serve.errors import RequestError
 from onebit.serve.requests import Request, parse
 
 
-def create_app(engine: Engine):
+def create_app(engine: Engine, **options):
     """The starlette app over `engine` (see `onebit.serve.app`)."""
     from onebit.serve.app import create_app as make
 
-    return make(engine)
+    return make(engine, **options)
 
 
 __all__ = ["Completion", "Engine", "Request", "RequestError", "create_app", "parse"]

@@ -30,6 +30,7 @@ from onebit.serve.engine import Engine
 from onebit.serve.errors import RequestError
 from onebit.serve.requests import CHAT, COMPLETION, parse
 from onebit.serve.responses import Answer
+from onebit.serve.stream import STREAM_INTERVAL, PieceChannel
 
 
 def error_response(status: int, message: str, *, kind: str = "invalid_request_error",
@@ -50,8 +51,12 @@ def _event(data: dict | str) -> str:
 MAX_BODY = 8 << 20
 
 
-def create_app(engine: Engine) -> Starlette:
-    """The server's app over `engine` (one model; one request at a time, or in parallel)."""
+def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL) -> Starlette:
+    """The server's app over `engine` (one model; one request at a time, or in parallel). A
+    streamed answer's pieces go out at most once per `stream_interval` seconds after the
+    first (0: each as it comes)."""
+    if stream_interval < 0:
+        raise ValueError(f"stream_interval is {stream_interval}; it must be >= 0")
     tok = engine.model.tokenizer
     started = int(time.time())
     # A thread per request in flight: a parallel engine's requests wait in its queue, not in
@@ -110,7 +115,8 @@ def create_app(engine: Engine) -> Starlette:
             return _refused(error)
         except Exception as error:  # a fault in the decode: say what, keep serving
             return error_response(500, f"{type(error).__name__}: {error}", kind="server_error")
-        return StreamingResponse(_stream(engine, wanted, loop, decodes),
+        events = _stream(engine, wanted, loop, decodes, stream_interval)
+        return StreamingResponse(events,
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
@@ -183,44 +189,42 @@ def _metrics(engine: Engine):
 
 
 async def _stream(engine: Engine, wanted, loop: asyncio.AbstractEventLoop,
-                  pool: ThreadPoolExecutor):
+                  pool: ThreadPoolExecutor, interval: float):
     """The SSE events of one streamed answer. The decode runs in a thread and hands its text
-    over through a queue; when the client goes away the generator is closed, and the decode
-    ends at its next token (`cancelled`)."""
+    over through a `PieceChannel` (at most one event per `interval` seconds after the first);
+    when the client goes away the generator is closed, and the decode ends at its next token
+    (`cancelled`)."""
     answer = Answer(wanted, engine.name)
     tok = engine.model.tokenizer
-    queue: asyncio.Queue = asyncio.Queue()
+    channel = PieceChannel(loop, interval)
     gone = threading.Event()
-
-    def put(item) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, item)
 
     def work() -> None:
         try:
-            put(("done", engine.complete(wanted, on_text=lambda piece: put(("text", piece)),
-                                         cancelled=gone.is_set)))
+            channel.end("done", engine.complete(wanted, on_text=channel.put,
+                                                cancelled=gone.is_set))
         except Exception as error:  # reported in the stream: the 200 is already sent
-            put(("error", error))
+            channel.end("error", error)
 
     loop.run_in_executor(pool, work)
     try:
         first = answer.first_chunk()
         if first is not None:
             yield _event(first)
-        while True:
-            kind, value = await queue.get()
-            if kind == "text":
-                yield _event(answer.text_chunk(value))
-                continue
-            if kind == "done":
-                for chunk in answer.last_chunks(tok, value):
-                    yield _event(chunk)
-            else:
-                body = (value.body() if isinstance(value, RequestError) else
-                        {"error": {"message": f"{type(value).__name__}: {value}",
-                                   "type": "server_error", "param": None, "code": None}})
-                yield _event(body)
-            yield _event("[DONE]")
-            break
+        end = None
+        while end is None:
+            text, end = await channel.get()
+            if text:
+                yield _event(answer.text_chunk(text))
+        kind, value = end
+        if kind == "done":
+            for chunk in answer.last_chunks(tok, value):
+                yield _event(chunk)
+        else:
+            body = (value.body() if isinstance(value, RequestError) else
+                    {"error": {"message": f"{type(value).__name__}: {value}",
+                               "type": "server_error", "param": None, "code": None}})
+            yield _event(body)
+        yield _event("[DONE]")
     finally:
         gone.set()  # a client gone mid-answer: the decode stops at its next token
