@@ -22,6 +22,8 @@ import json
 import statistics
 import time
 
+from onebit.serve.heads import DEFAULT_HEAD
+
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"},
     "hobbies": {"type": "array", "items": {"type": "string"}}},
@@ -61,8 +63,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--head", default="auto")
     parser.add_argument("--served", action="store_true",
                         help="through onebit serve, response_format json_schema")
-    parser.add_argument("--serve-head", default="ngram",
-                        help="the server's --head with --served (default ngram, serve's)")
+    parser.add_argument("--serve-head", default=DEFAULT_HEAD,
+                        help=f"the server's --head with --served (default {DEFAULT_HEAD}, "
+                        "serve's)")
     args = parser.parse_args(argv)
     model = load_text_model(None, kernel="int8")
     if args.served:

@@ -58,8 +58,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         f"{LOOPBACK}: this machine only; the server has no authentication)")
     parser.add_argument("--port", type=_port, default=8000, help="the port (default 8000)")
     parser.add_argument("--head", choices=SERVE_HEADS, default=DEFAULT_HEAD,
-                        help=f"the draft head (default {DEFAULT_HEAD}: prompt lookup; none: "
-                        "plain decode). A request's \"speculative\": false decodes plainly")
+                        help=f"the draft head (default {DEFAULT_HEAD}: prompt lookup under the "
+                        "cost policy, drafts sent only where they pay, sampled requests plain; "
+                        "ngram: prompt lookup, every draft sent; none: plain decode). A "
+                        "request's \"speculative\": false decodes plainly")
     parser.add_argument("--draft", help="the draft's weights directory (--head mtp|dflash)")
     parser.add_argument("--k", type=positive("--k"), help="drafts per round (default: the "
                         "head's own)")

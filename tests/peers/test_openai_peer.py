@@ -42,7 +42,7 @@ def test_clean_server_passes_every_check(smollm2, capsys):
     endpoints (S1 is opt-in and not applicable without --sampled): exit 0."""
     from onebit.serve import Engine
 
-    with serving(Engine(smollm2)) as server:
+    with serving(Engine(smollm2, head="ngram")) as server:
         status, report = peer(capsys, server.url)
     assert status == 0, report
     for check, cell in report["checks"].items():
@@ -59,7 +59,7 @@ def test_clean_parallel_server_passes_every_check(smollm2, capsys):
     greedy and seeded-sampled) included: exit 0."""
     from onebit.serve import Engine
 
-    with serving(Engine(smollm2, parallel=4)) as server:
+    with serving(Engine(smollm2, head="ngram", parallel=4)) as server:
         status, report = peer(capsys, server.url)
     assert status == 0, report
     for check, cell in report["checks"].items():
@@ -79,7 +79,7 @@ def test_each_planted_fault_fails_its_check(smollm2, capsys, plant):
 
     engine_class, check = PLANTS[plant]
     arm = "chat" if check == "I10-eos" else "completions"
-    with serving(engine_class(smollm2)) as server:
+    with serving(engine_class(smollm2, head="ngram")) as server:
         status, report = peer(capsys, server.url, "--check", check, "--arm", arm)
     cell = report["checks"][check]
     assert status == 1, report
@@ -93,7 +93,7 @@ def test_a_plant_declared_as_expected_is_xfail_not_failed(smollm2, capsys):
     budget overshoot declared is reported xfail, and the run exits 0."""
     from pytest_onebit.peers.openai_plants import BudgetEngine
 
-    with serving(BudgetEngine(smollm2)) as server:
+    with serving(BudgetEngine(smollm2, head="ngram")) as server:
         status, report = peer(capsys, server.url, "--check", "I9-budget", "--arm",
                               "completions", "--expect-fail", "I9-budget=planted overshoot")
     assert report["checks"]["I9-budget"]["status"] == "xfail"
@@ -140,7 +140,7 @@ def test_sampled_distribution_matches_plain(smollm2, capsys):
     plain sampling's, by the two-sample test at its stated power, and the server drafted."""
     from onebit.serve import Engine
 
-    with serving(Engine(smollm2)) as server:
+    with serving(Engine(smollm2, head="ngram")) as server:
         status, report = peer(capsys, server.url, "--check", "S1-distribution", "--arm",
                               "completions", "--sampled")
     assert status == 0, report
@@ -157,7 +157,7 @@ def test_sampled_plant_fails_S1(smollm2, capsys):
     from pytest_onebit.peers.openai_plants import PLANTS
 
     engine_class, check = PLANTS["ratio-inverted"]
-    with serving(engine_class(smollm2)) as server:
+    with serving(engine_class(smollm2, head="ngram")) as server:
         status, report = peer(capsys, server.url, "--check", check, "--arm", "completions",
                               "--sampled")
     cell = report["checks"][check]

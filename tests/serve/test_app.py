@@ -24,7 +24,8 @@ def server():
     from onebit.text.load import load_text_model
 
     skip_unless_cached("smollm2")
-    with ServerThread(create_app(Engine(load_text_model(None, kernel="int8")))) as running:
+    with ServerThread(create_app(Engine(load_text_model(None, kernel="int8"),
+                                                     head="ngram"))) as running:
         yield running
 
 

@@ -37,7 +37,7 @@ def client(request):
 
     skip_unless_cached("smollm2")
     model = load_text_model(None, kernel="int8")
-    with ServerThread(create_app(Engine(model, parallel=request.param))) as server:
+    with ServerThread(create_app(Engine(model, head="ngram", parallel=request.param))) as server:
         yield Client(server.url)
 
 

@@ -38,7 +38,7 @@ def _serve(model, **engine):
     from onebit.serve import Engine, create_app
     from onebit.serve.server import ServerThread
 
-    return ServerThread(create_app(Engine(model, **engine)))
+    return ServerThread(create_app(Engine(model, **{"head": "ngram", **engine})))
 
 
 @pytest.fixture(scope="module")
