@@ -116,8 +116,7 @@ def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL) -> S
         except Exception as error:  # a fault in the decode: say what, keep serving
             return error_response(500, f"{type(error).__name__}: {error}", kind="server_error")
         events = _stream(engine, wanted, loop, decodes, stream_interval)
-        return StreamingResponse(events,
-                                 media_type="text/event-stream",
+        return StreamingResponse(events, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
     async def completions(request: HTTPRequest):

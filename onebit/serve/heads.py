@@ -3,8 +3,8 @@
 The served default is `auto`, as `onebit generate`'s: prompt lookup under the cost policy,
 which sends a round's drafts only where it has measured that they pay, so speculation is
 never much slower than plain decoding (prompt lookup with every draft sent lost to plain on
-JSON whose keys repeat but whose values do not: 0.83 of plain's rate on one schema, 0.97
-under the policy; docs/serve.md). A sampled request under `auto` decodes plainly: the
+JSON whose keys repeat but whose values do not, and the policy did not: docs/serve.md). A
+sampled request under `auto` decodes plainly: the
 policy's draft lengths follow its clock, and a seeded answer must not. The named heads
 (`ngram`, `trained`, ...) send every draft, for the served checks that judge drafts.
 
