@@ -4,9 +4,9 @@ The served default is `auto`, as `onebit generate`'s: prompt lookup under the co
 which sends a round's drafts only where it has measured that they pay, so speculation is
 never much slower than plain decoding (prompt lookup with every draft sent lost to plain on
 JSON whose keys repeat but whose values do not, and the policy did not: docs/serve.md). A
-sampled request under `auto` decodes plainly: the
-policy's draft lengths follow its clock, and a seeded answer must not. The named heads
-(`ngram`, `trained`, ...) send every draft, for the served checks that judge drafts.
+sampled request under `auto` decodes plainly: the policy's draft lengths follow its clock,
+and a seeded answer must not. The named heads (`ngram`, `trained`, ...) send every draft,
+for the served checks that judge drafts.
 
 Served in parallel (`--parallel N`), every sequence needs a head of its own (heads keep state
 per run), made by `batched_head` for each request. `auto` is then prompt lookup under a cost
