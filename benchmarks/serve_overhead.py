@@ -65,6 +65,11 @@ print(json.dumps({"tokens": tokens, "seconds": time.perf_counter() - start,
 """
 
 
+def spread(values: list[float]) -> str:
+    return (f"{statistics.median(values):.0f} [{min(values):.0f} .. "
+            f"{max(values):.0f}]")
+
+
 def generate_rate(tokens: int) -> float:
     """`onebit generate` on the request in a process of its own (two OpenMP teams in one
     process slow each other: docs/batching.md): the decode's tokens/s it prints."""
@@ -161,17 +166,14 @@ def main() -> int:
     print("|---|---:|---:|---:|")
     for name, values in speed.items():
         rate = statistics.median(values)
-        print(f"| {name} | {rate:.0f} [{min(values):.0f} .. {max(values):.0f}] | "
-              f"{base / rate:.2f} | {rate / alone:.2f} |")
+        print(f"| {name} | {spread(values)} | {base / rate:.2f} | {rate / alone:.2f} |")
     print("\nPast the first token (a streamed answer's decode, as `onebit generate` counts its "
           "tokens/s: the tokens after the first over the time after it), median [min .. max] "
           "over requests:\n")
     print("| arm | tokens/s past the first | / onebit generate's |")
     print("|---|---:|---:|")
     for name, values in after_first.items():
-        rate = statistics.median(values)
-        print(f"| {name} | {rate:.0f} [{min(values):.0f} .. {max(values):.0f}] | "
-              f"{rate / alone:.2f} |")
+        print(f"| {name} | {spread(values)} | {statistics.median(values) / alone:.2f} |")
     return 0
 
 
