@@ -6,8 +6,11 @@ The load is the `openai` package (`pip install "onebit[load]"`): each client str
 chat completions of `--tokens` tokens, one after another, `--requests` each. Every server runs
 in its own process, all started first and idle while another is measured; for each client
 count, each round runs every server in turn (A B A B). Time to first token is from sending
-the request to the first content chunk; per-token latency is the gap between content chunks
-after the first, so it includes what the server batches in with each token.
+the request to the first content chunk; per-token latency is a request's time from its first
+content chunk to its last over the tokens after the first (vLLM's TPOT), so it does not
+depend on how many tokens a server puts in a chunk (onebit serve sends a chunk at most every
+20 ms, llama-server one a token); the chunk gap is the time between two content chunks, what a
+reader sees as the stream's stutter.
 
     .venv/bin/python benchmarks/serve_load.py [--rounds 2] [--tokens 128] [--parallel 8]
         [--clients 1,2,4,8,16] [--requests 2] [--llama-server PATH]
@@ -27,9 +30,10 @@ from policy_ab import PROMPTS as CHAT_PROMPTS  # a script's folder is on its pat
 PROMPTS = CHAT_PROMPTS[:8]
 
 
-def one_request(client, prompt: str, tokens: int) -> tuple[float, list[float], int]:
-    """(time to first token, gaps between later chunks, completion tokens) of one streamed
-    greedy chat completion."""
+def one_request(client, prompt: str, tokens: int) -> tuple[float, float | None, list[float],
+                                                          int]:
+    """(time to first token, time per token after it or None, gaps between content chunks,
+    completion tokens) of one streamed greedy chat completion."""
     start = time.perf_counter()
     first, last, gaps, count, usage = None, None, [], 0, None
     stream = client.chat.completions.create(
@@ -42,28 +46,34 @@ def one_request(client, prompt: str, tokens: int) -> tuple[float, list[float], i
             continue
         now = time.perf_counter()
         if first is None:
-            first = now - start
+            first = now
         else:
             gaps.append(now - last)
         last = now
         count += 1
-    return (first if first is not None else time.perf_counter() - start), gaps, \
-        usage if usage is not None else count
+    made = usage if usage is not None else count
+    if first is None:
+        return time.perf_counter() - start, None, gaps, made
+    tpot = (last - first) / (made - 1) if made > 1 and last > first else None
+    return first - start, tpot, gaps, made
 
 
 def load(url: str, clients: int, requests: int, tokens: int) -> dict:
     import openai
 
-    ttft, gaps, total = [], [], [0]
+    ttft, tpot, gaps, total = [], [], [], [0]
     lock = threading.Lock()
 
     def client_loop(c: int) -> None:
         client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=5,
                                timeout=600)
         for r in range(requests):
-            first, between, n = one_request(client, PROMPTS[(c + r) % len(PROMPTS)], tokens)
+            first, per_token, between, n = one_request(
+                client, PROMPTS[(c + r) % len(PROMPTS)], tokens)
             with lock:
                 ttft.append(first)
+                if per_token is not None:
+                    tpot.append(per_token)
                 gaps.extend(between)
                 total[0] += n
 
@@ -74,7 +84,7 @@ def load(url: str, clients: int, requests: int, tokens: int) -> dict:
     for t in threads:
         t.join()
     seconds = time.perf_counter() - start
-    return {"rate": total[0] / seconds, "ttft": ttft, "gaps": gaps}
+    return {"rate": total[0] / seconds, "ttft": ttft, "tpot": tpot, "gaps": gaps}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -128,17 +138,19 @@ def main() -> int:
           f"tokens, {args.requests} requests per client, {args.rounds} rounds alternated; "
           "tokens/s median [min .. max] over rounds; latencies pooled over rounds, ms\n")
     print("| server | clients | tokens/s | TTFT p50 | TTFT p99 | per token p50 | "
-          "per token p99 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "per token p99 | chunk gap p99 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for c in counts:
         for name in arms:
             runs = results[(name, c)]
             rates = [x["rate"] for x in runs]
             ttft = [t for x in runs for t in x["ttft"]]
+            tpot = [t for x in runs for t in x["tpot"]]
             gaps = [g for x in runs for g in x["gaps"]]
             print(f"| {name} | {c} | {statistics.median(rates):.0f} [{min(rates):.0f} .. "
                   f"{max(rates):.0f}] | {1e3 * pct(ttft, .5):.0f} | {1e3 * pct(ttft, .99):.0f} "
-                  f"| {1e3 * pct(gaps, .5):.1f} | {1e3 * pct(gaps, .99):.1f} |")
+                  f"| {1e3 * pct(tpot, .5):.1f} | {1e3 * pct(tpot, .99):.1f} "
+                  f"| {1e3 * pct(gaps, .99):.1f} |")
     return 0
 
 
