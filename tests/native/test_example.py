@@ -27,6 +27,8 @@ def onebit_example_so(tmp_path_factory) -> Path:
         pytest.fail(str(error))
 
 
+@pytest.mark.slow  # 13 s, in CI's slow step, out of README line 2's four minutes; line 2 still
+# holds a compiled loop through the packaged conformance module (tests/native/test_options.py)
 def test_the_example_keeps_the_contract_as_onebit_run_does(onebit_example_so):
     """Every check passes on the example, on as many scenarios per check as for onebit.run,
     and F1 passes on every fault case."""
