@@ -128,6 +128,15 @@ def onebit_make_engine(onebit_loop):
     return onebit_batch_engine(onebit_loop)
 
 
+@pytest.fixture(scope="session")
+def onebit_make_server(onebit_loop):
+    """The server the served contract (`ServedContract`, V1..V7) holds by default: onebit
+    serve's app and engine on a loopback port, its requests decoded by `onebit_loop`."""
+    from pytest_onebit.serve.runner import onebit_served
+
+    return onebit_served(onebit_loop)
+
+
 @pytest.fixture
 def onebit_toy_base():
     """Factory: `onebit_toy_base(vocab_size=64, hidden=16, max_batch_rows=8,

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from onebit.serve.errors import RequestError
+from onebit.serve.errors import RequestError, context_exceeded
 from onebit.serve.heads import DEFAULT_HEAD, batched_head, head_for
 from onebit.serve.requests import CHAT, Request
 from onebit.serve.scores import ScoredBase, TokenLogprob
@@ -34,8 +34,11 @@ from onebit.text.generate import context_length, prompt_text
 class Completion:
     """What one request produced. `token_ids` are every token the model emitted for it, the
     one that completed a stop string or the EOS included; `text` ends before the stop string
-    (and never holds the EOS's text); `logprobs` line up with `token_ids` (None when not
-    asked)."""
+    (and never holds the EOS's text); `logprobs` (None when not asked) list the tokens whose
+    text the client gets: every token but the one that ended the answer at a stop (a stop id,
+    whose text is never sent) and, where a stop string cut the text, the tokens wholly inside
+    it: their tokens join to `text`, or run past it by the part of the last one that the
+    stop string cut."""
 
     text: str
     token_ids: list[int]
@@ -136,29 +139,37 @@ class Engine:
         if not ids:
             raise RequestError(where, f"the {where} encodes to no tokens")
         limit = context_length(self.model)
-        if limit is not None and len(ids) >= limit:
-            raise RequestError(where, f"the {where} is {len(ids)} tokens; the model's context "
-                               f"is {limit}, which leaves no room to generate",
-                               code="context_length_exceeded")
+        if limit is not None and len(ids) >= limit:  # no room left for one token
+            raise context_exceeded(where, limit, len(ids), where=where)
         return ids
 
     def budget(self, request: Request, prompt: int) -> int:
-        limit = context_length(self.model)
+        """The tokens `request` may make after a `prompt` of that many: what it asked for, or
+        with no max_tokens (chat) what the context leaves. A budget the client asked for past
+        that room is refused naming its field, as vLLM refuses it, not cut short without a
+        word; completions' default of 16 is cut to the room."""
+        limit, slot = context_length(self.model), ""
         if self.batch is not None and self.batch.context is not None:
             # a slot's positions: the prompt, the answer and the widest verify past its end
-            limit = min(limit or self.batch.context, self.batch.context - self.batch.chunk)
+            room = self.batch.context - self.batch.chunk
+            if limit is None or room < limit:
+                limit, slot = room, (f" here (a slot's {self.batch.context} positions less "
+                                     f"{self.batch.chunk} for the drafts past the answer)")
+        where = "messages" if request.kind == CHAT else "prompt"
         room = limit - prompt if limit is not None else None
         if room is not None and room < 1:
-            raise RequestError("messages" if request.kind == CHAT else "prompt",
-                               f"the prompt is {prompt} tokens; a slot holds {limit} and the "
-                               f"drafts past the answer, which leaves no room to generate",
-                               code="context_length_exceeded")
+            raise context_exceeded(where, limit, prompt, where=where, slot=slot)
         if request.max_tokens is None:
             if room is None:
                 raise RequestError("max_tokens", "the model states no context length: give "
                                    "max_tokens")
             return room
-        return request.max_tokens if room is None else min(request.max_tokens, room)
+        if room is None:
+            return request.max_tokens
+        if request.max_tokens > room and request.max_tokens_param is not None:
+            raise context_exceeded(request.max_tokens_param, limit, prompt,
+                                   request.max_tokens, where=where, slot=slot)
+        return min(request.max_tokens, room)
 
     def check(self, request: Request) -> tuple[list[int], int]:
         """The prompt's ids and the token budget; a `RequestError` for a prompt the model
@@ -217,6 +228,7 @@ class Engine:
         stream = tok.stream(skip_special_tokens=True)
         cut = self.stop_text(request.stop)
         emitted: list[int] = []
+        starts: list[int] = []  # where each token's text begins (a stop id has none)
         finish = ["length"]
 
         def send(piece: str) -> None:
@@ -230,6 +242,7 @@ class Engine:
             if token in stops:
                 finish[0] = "stop"
                 return False
+            starts.append(len(stream.text))
             send(cut.push(stream.push(token)))
             if cut.hit is not None:
                 finish[0] = "stop"
@@ -281,7 +294,10 @@ class Engine:
             send(cut.finish())
         stats = {"head": self.head if used else "none", "rounds": getattr(s, "rounds", 0),
                  "proposed": getattr(s, "proposed", 0), "accepted": getattr(s, "accepted", 0)}
-        logprobs = list(base.logprobs)[:len(emitted)] if request.logprobs is not None else None
+        # a stop id is counted in the ids and the usage, but it has no text, and the tokens
+        # of a stop string are not the client's: neither is listed
+        listed = len(starts) if cut.hit is None else sum(at < len(cut.text) for at in starts)
+        logprobs = list(base.logprobs)[:listed] if request.logprobs is not None else None
         return Completion(cut.text, emitted, len(ids), finish[0], logprobs, stats)
 
     def _batched(self, request, ids, max_tokens, on_token, cancelled, wrap, finish):

@@ -1,0 +1,207 @@
+"""Running one served scenario: the server, what each client received, and the references.
+
+`execute(make_server, scenario)` builds the toy (`ServedToy`) and the server over it, works out
+each ask's body (its stop strings and stop ids read off a probe answer, `scenarios`), and sends
+it as a real client would, over HTTP: one after another, each asked whole and streamed (`n`
+answers whole only, as OpenAI streams none of them), or all at once from threads, where a
+leaving client closes its connection after a few events. Every answer is kept as it arrived
+(the body, or every SSE event as sent, `[DONE]` included); the references
+(`pytest_onebit.serve.reference`) are worked out on a model instance of their own.
+
+`make_server(model, *, parallel, stream_interval, head)` returns a context manager that serves
+`model` and has `.url`: onebit's own is `pytest_onebit.serve.runner.onebit_server`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pytest_onebit.serve import reference
+from pytest_onebit.serve.scenarios import CHAT, Ask, ServedScenario
+from pytest_onebit.serve.toy import ServedToy, load_toy_model
+
+TIMEOUT = 60.0
+
+
+@dataclass
+class Reply:
+    """What one request got: the HTTP status and the JSON body (not streamed), or the SSE
+    events (streamed: each `data:` payload as text, `[DONE]` included); `error` when the
+    request failed below HTTP (refused, reset, timed out)."""
+
+    status: int | None = None
+    body: dict | None = None
+    events: list[str] | None = None
+    error: str | None = None
+    left: bool = False  # the client went away after `Ask.leave_after` events
+    seconds: float = 0.0
+
+
+@dataclass
+class AskTrace:
+    index: int
+    ask: Ask
+    body: dict  # what was sent (without `stream`)
+    expected: list[reference.Expected]  # one per answer (`n`)
+    defined: reference.Expected | None  # greedy: the definitions' answer
+    whole: Reply | None = None
+    streamed: Reply | None = None
+
+
+@dataclass
+class ServedTrace:
+    scenario: ServedScenario
+    asks: list[AskTrace] = field(default_factory=list)
+    after: AskTrace | None = None  # concurrent: an ask sent once the crowd is done
+    tokenizer: object = None
+
+
+def _url_of(url: str, ask: Ask) -> str:
+    return url.rstrip("/") + ("/v1/chat/completions" if ask.endpoint == CHAT
+                              else "/v1/completions")
+
+
+def post(url: str, body: dict) -> Reply:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            reply = Reply(response.status, json.loads(response.read()))
+    except urllib.error.HTTPError as error:
+        raw = error.read()
+        try:
+            reply = Reply(error.code, json.loads(raw))
+        except ValueError:
+            reply = Reply(error.code, {"raw": raw.decode("utf-8", "replace")[:300]})
+    except (OSError, ValueError) as error:
+        reply = Reply(error=f"{type(error).__name__}: {error}")
+    reply.seconds = time.perf_counter() - started
+    return reply
+
+
+def stream(url: str, body: dict, *, leave_after: int | None = None) -> Reply:
+    request = urllib.request.Request(url, data=json.dumps({**body, "stream": True}).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+    started = time.perf_counter()
+    events: list[str] = []
+    reply = Reply(events=events)
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            reply.status = response.status
+            for raw in response:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("data:"):
+                    events.append(line[len("data:"):].strip())
+                    if leave_after is not None and len(events) >= leave_after:
+                        reply.left = True
+                        break  # closing the response closes the connection
+    except urllib.error.HTTPError as error:
+        reply.status = error.code
+        reply.body = {"raw": error.read().decode("utf-8", "replace")[:300]}
+    except (OSError, ValueError) as error:
+        reply.error = f"{type(error).__name__}: {error}"
+    reply.seconds = time.perf_counter() - started
+    return reply
+
+
+def _stop_strings(ask: Ask, text: str) -> list[str]:
+    """The stop strings `ask` names, read off the probe answer's text; a decoy is a stop that
+    begins as the text does at its place but ends in a character that never follows there."""
+    stops = []
+    for start, length in ask.stops:
+        piece = text[start:start + length]
+        if len(piece) != length:
+            raise ValueError(f"{ask.label}: the answer ({text!r}) is too short for a stop at "
+                             f"{start}")
+        stops.append(piece)
+    for start, length in ask.decoys:
+        head = text[start:start + length - 1]
+        for end in "~|^`":
+            if head and head + end not in text:
+                stops.append(head + end)
+                break
+        else:
+            raise ValueError(f"{ask.label}: no decoy stop fits at {start} in {text!r}")
+    return stops
+
+
+def body_of(model, ask: Ask, head: str) -> dict:
+    """The request's JSON body: the ask's fields, and its stops read off a probe answer (the
+    same request without them)."""
+    body = {"max_tokens": ask.max_tokens, **ask.extra}
+    body["messages" if ask.endpoint == CHAT else "prompt"] = reference.messages_or_prompt(ask)
+    if ask.n > 1:
+        body["n"] = ask.n
+    if not (ask.stops or ask.decoys or ask.stop_token_at is not None):
+        return body
+    probe = reference.library_answer(model, ask, body, head=head)
+    if ask.stops or ask.decoys:
+        body["stop"] = _stop_strings(ask, model.tokenizer.decode(probe.ids,
+                                                                 skip_special_tokens=True))
+    if ask.stop_token_at is not None:
+        if len(probe.ids) <= ask.stop_token_at:
+            raise ValueError(f"{ask.label}: the answer ({len(probe.ids)} tokens) is too short "
+                             f"for a stop token at {ask.stop_token_at}")
+        body["stop_token_ids"] = [probe.ids[ask.stop_token_at]]
+    return body
+
+
+def expect(model, index: int, ask: Ask, head: str) -> AskTrace:
+    body = body_of(model, ask, head)
+    seeds = [body.get("seed")] * ask.n
+    if ask.n > 1:
+        from onebit.sampling import answer_seeds
+
+        seeds = answer_seeds(body.get("seed"), ask.n)
+    one = {k: v for k, v in body.items() if k != "n"}
+    expected = [reference.library_answer(model, ask, {**one, "seed": seed}, head=head)
+                for seed in seeds]
+    defined = None
+    if not ask.sampled and "response_format" not in body:
+        defined = reference.definition_answer(model, ask, body)
+    return AskTrace(index, ask, body, expected, defined)
+
+
+def _serve_one(url: str, t: AskTrace, *, whole: bool, streamed: bool) -> None:
+    target = _url_of(url, t.ask)
+    if whole:
+        t.whole = post(target, t.body)
+    if streamed and t.ask.n == 1:
+        t.streamed = stream(target, t.body, leave_after=t.ask.leave_after)
+
+
+def execute(make_server: Callable, scenario: ServedScenario) -> ServedTrace:
+    """Serve the scenario's toy with `make_server` and record what every client got."""
+    ref = load_toy_model()
+    trace = ServedTrace(scenario, tokenizer=ref.tokenizer)
+    trace.asks = [expect(ref, i, a, scenario.head) for i, a in enumerate(scenario.asks)]
+    served = ServedToy(scenario.parallel or 1, pass_delay=scenario.pass_delay)
+    with make_server(served, parallel=scenario.parallel, head=scenario.head,
+                     stream_interval=scenario.stream_interval) as server:
+        if not scenario.concurrent:
+            for t in trace.asks:
+                _serve_one(server.url, t, whole=True, streamed=True)
+            return trace
+        threads = []
+        for i, t in enumerate(trace.asks):
+            # alternate whole and streamed clients; a leaving client streams
+            as_stream = t.ask.leave_after is not None or i % 2 == 1
+            threads.append(threading.Thread(target=_serve_one, args=(server.url, t),
+                                            kwargs={"whole": not as_stream,
+                                                    "streamed": as_stream}))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(TIMEOUT * 2)
+        # once the crowd is gone (the leavers' decodes included), one more ask alone
+        last = scenario.asks[1]
+        trace.after = expect(ref, len(trace.asks), last, scenario.head)
+        _serve_one(server.url, trace.after, whole=True, streamed=False)
+    return trace
