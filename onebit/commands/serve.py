@@ -1,9 +1,10 @@
 """`onebit serve [--model PATH] [--host 127.0.0.1] [--port N] [--head ...] [--kernel ...]`:
 an OpenAI-compatible HTTP server over one model (docs/serve.md).
 
-It binds to loopback unless --host says otherwise: it has no authentication, so reaching it
-from other machines is a choice to make, not a default. One model; one request at a time, or
-`--parallel N` at once (continuous batching: every answer still exactly its answer alone).
+It binds to loopback unless --host says otherwise: without `--api-key` it has no
+authentication, so reaching it from other machines is a choice to make, not a default. One
+model; one request at a time, or `--parallel N` at once (continuous batching: every answer
+still exactly its answer alone). `--cors-origin` lets pages of those origins call it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import ipaddress
+import os
 import sys
 
 from onebit.commands.common import fail, positive
@@ -21,6 +23,8 @@ from onebit.serve.stream import STREAM_INTERVAL
 
 #: the slots `onebit serve` opens when --parallel is not given and the model can batch
 AUTO_PARALLEL = 4
+#: where --api-key is read from when not given: a key on the command line is in `ps`' output
+API_KEY_ENV = "ONEBIT_API_KEY"
 
 
 def parallel_for(requested: int | None, model, head: str) -> int | None:
@@ -46,6 +50,12 @@ def _port(text: str) -> int:
     return value
 
 
+def _api_key(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("--api-key is empty")
+    return text
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API",
                             description="Serve one model over /v1/completions and "
@@ -55,7 +65,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--model", help="a GGUF file or a checkpoint directory (default: "
                         "SmolLM2-135M-Instruct, pulled on first use)")
     parser.add_argument("--host", default=LOOPBACK, help="the address to bind (default "
-                        f"{LOOPBACK}: this machine only; the server has no authentication)")
+                        f"{LOOPBACK}: this machine only; without --api-key the server has no "
+                        "authentication)")
     parser.add_argument("--port", type=_port, default=8000, help="the port (default 8000)")
     parser.add_argument("--head", choices=SERVE_HEADS, default=DEFAULT_HEAD,
                         help=f"the draft head (default {DEFAULT_HEAD}: prompt lookup under the "
@@ -85,6 +96,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "the decode a socket write (docs/serve.md)")
     parser.add_argument("--kernel", choices=KERNELS, help="the products' kernel (default: "
                         "int8 when numba is installed, as onebit generate)")
+    parser.add_argument("--api-key", metavar="KEY", type=_api_key,
+                        default=os.environ.get(API_KEY_ENV) or None,
+                        help="answer /v1/* only with the header 'Authorization: Bearer KEY' "
+                        "(else a 401 in OpenAI's error JSON; /health and /metrics stay open). "
+                        f"Default: ${API_KEY_ENV} where set, else no key")
+    parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                        help="let web pages of ORIGIN (https://host:port, or * for any) call "
+                        "the server from a browser (CORS; repeatable)")
     parser.add_argument("--log-level", default="info",
                         choices=("critical", "error", "warning", "info", "debug"),
                         help="uvicorn's log level (default info)")
@@ -121,9 +140,9 @@ def main(args: argparse.Namespace) -> int:
                         queue=args.queue, context=args.context if parallel else None)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("serve", error)
-    if not _is_loopback(args.host):
+    if not _is_loopback(args.host) and args.api_key is None:
         print(f"onebit serve: warning: binding {args.host}: anyone who can reach it can use "
-              "the model (no authentication)", file=sys.stderr)
+              "the model (no authentication: --api-key KEY asks for one)", file=sys.stderr)
     bound = engine.kv_bound()
     at_once = (f"{parallel} requests at once, {args.queue} more may wait"
                + (f", KV cache at most {bound / 2**20:.0f} MiB" if bound else "")
@@ -131,7 +150,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"onebit serve: http://{args.host}:{args.port}/v1 (head {args.head}, {at_once}; "
           f"metrics at /metrics)", file=sys.stderr, flush=True)
     try:
-        app = create_app(engine, stream_interval=args.stream_interval / 1000)
+        app = create_app(engine, stream_interval=args.stream_interval / 1000,
+                         api_key=args.api_key, cors_origins=tuple(args.cors_origin))
         serve(app, host=args.host, port=args.port, log_level=args.log_level)
     except (OSError, SystemExit) as error:  # a port in use: uvicorn logs it and exits 1
         code = getattr(error, "code", None)

@@ -5,7 +5,8 @@ keeps answering `/health` and `/metrics` during a long request; the engine serve
 one at a time, or in parallel on its batch engine. A streamed answer is Server-Sent Events:
 `data: {chunk}` lines, then `data: [DONE]`. Every error is OpenAI's error JSON: 400 naming the
 field for a bad request (a body that is not JSON, nested past reason, or holds invalid
-Unicode included), 413 for a body past `MAX_BODY`, 429 when the parallel queue is full, 404 /
+Unicode included), 401 without the API key when one is set (onebit.serve.auth), 413 for a
+body past `MAX_BODY`, 429 when the parallel queue is full, 404 /
 405 for a wrong route or method, 500 for a fault in the decode. `/metrics` is Prometheus text
 (prometheus-client). On shutdown the engine cancels what still runs (after uvicorn has let the
 open requests finish within its grace period) and stops its driver.
@@ -26,6 +27,7 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from onebit.serve.auth import middleware
 from onebit.serve.engine import Engine
 from onebit.serve.errors import RequestError
 from onebit.serve.requests import CHAT, COMPLETION, parse
@@ -51,10 +53,13 @@ def _event(data: dict | str) -> str:
 MAX_BODY = 8 << 20
 
 
-def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL) -> Starlette:
+def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL,
+               api_key: str | None = None, cors_origins=()) -> Starlette:
     """The server's app over `engine` (one model; one request at a time, or in parallel). A
     streamed answer's pieces go out at most once per `stream_interval` seconds after the
-    first (0: each as it comes)."""
+    first (0: each as it comes). With `api_key`, the API answers only requests that carry
+    `Authorization: Bearer api_key` (a 401 otherwise; /health and /metrics stay open);
+    `cors_origins` (`*` for any) may call it from a browser (onebit.serve.auth)."""
     if stream_interval < 0:
         raise ValueError(f"stream_interval is {stream_interval}; it must be >= 0")
     tok = engine.model.tokenizer
@@ -143,7 +148,7 @@ def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL) -> S
               Route("/v1/completions", completions, methods=["POST"]),
               Route("/v1/chat/completions", chat, methods=["POST"])]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error},
-                     lifespan=lifespan)
+                     lifespan=lifespan, middleware=middleware(api_key, cors_origins))
 
 
 def _metrics(engine: Engine):

@@ -9,10 +9,17 @@ answer (`best_of`, `echo`, `suffix`, tools) rather than silently ignored; fields
 nothing here (`user`, `model`) are accepted. `speculative` is onebit's
 own: false decodes the same request plainly, with no draft head, which is how a black-box
 harness compares speculation against the same server's plain decode.
+
+The boundary is an allow-list per endpoint: a field is read (`READ`), accepted and ignored
+because it cannot change the answer (`IGNORED`), or refused unless it holds the value that
+means "not used" (`UNSUPPORTED`); any other name is a 400 naming it. The same holds inside
+`response_format`, its `json_schema`, `stream_options`, each message and each content part,
+so a field a client sends is never silently dropped when it could have changed the answer.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -27,16 +34,77 @@ DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
 MAX_N = 8               # answers one request may ask for (each is a sequence of its own)
 MAX_STOP_TOKEN_IDS = 64
 
-# Fields that would change the answer and that onebit does not do: refused, never ignored.
-# Each maps to the value that means "not used", which is accepted.
-UNSUPPORTED = {"best_of": 1, "echo": False, "suffix": None, "tools": None, "functions": None}
+# The fields `parse` reads, per endpoint.
+READ_BOTH = frozenset({
+    "model", "stream", "stream_options", "stop", "temperature", "top_p", "top_k", "seed", "n",
+    "logprobs", "max_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty",
+    "logit_bias", "min_tokens", "stop_token_ids", "response_format", "speculative"})
+READ = {COMPLETION: READ_BOTH | {"prompt"},
+        CHAT: READ_BOTH | {"messages", "top_logprobs", "max_completion_tokens"}}
+
+# Fields that cannot change the answer, accepted whatever they hold and ignored: who asks
+# (`user`, `safety_identifier`), what OpenAI would keep or bill (`metadata`, `store`,
+# `service_tier`), a cache hint (`prompt_cache_key`), vLLM's `return_token_ids` (the ids are
+# always returned) and, with no tools served, `parallel_tool_calls`.
+IGNORED_BOTH = frozenset({"user", "metadata", "store", "service_tier", "safety_identifier",
+                          "prompt_cache_key", "return_token_ids"})
+IGNORED = {COMPLETION: IGNORED_BOTH, CHAT: IGNORED_BOTH | {"parallel_tool_calls"}}
+
+# Fields that would change the answer and that onebit does not do: refused by name, never
+# ignored. Each maps to the values that mean "not used", which are accepted (null always is),
+# and to what to do instead.
+_NO_TOOLS = "tools are not served yet"
+UNSUPPORTED_BOTH = {
+    "best_of": ((1,), "one sequence is decoded per answer; n asks for more answers"),
+    "echo": ((False,), "the answer never repeats the prompt"),
+    "tools": (([],), _NO_TOOLS),
+    "functions": (([],), _NO_TOOLS),
+    "ignore_eos": ((False,), "the model's end-of-turn token always ends the answer; "
+                   "min_tokens holds it back for that many tokens"),
+    "min_p": ((0,), "top_p and top_k are the filters served"),
+    "skip_special_tokens": ((True,), "special tokens are never in the text"),
+    "include_stop_str_in_output": ((False,), "the text ends before its stop string"),
+    "grammar": ((), "llama.cpp's GBNF is not served: use response_format "
+                "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}"),
+    "json_schema": ((), "send the schema as response_format {\"type\": \"json_schema\", "
+                    "\"json_schema\": {\"name\": ..., \"schema\": ...}}"),
+}
+UNSUPPORTED = {
+    COMPLETION: {**UNSUPPORTED_BOTH,
+                 "suffix": (("",), "onebit serve does not fill in the middle")},
+    CHAT: {**UNSUPPORTED_BOTH,
+           "tool_choice": (("none", "auto"), _NO_TOOLS),
+           "function_call": (("none", "auto"), _NO_TOOLS),
+           "continue_final_message": ((False,), "the chat template always opens a new "
+                                      "assistant turn"),
+           "add_generation_prompt": ((True,), "the chat template always opens a new "
+                                     "assistant turn"),
+           "modalities": ((["text"],), "onebit serve answers text only"),
+           "audio": ((), "onebit serve answers text only"),
+           "reasoning_effort": ((), "the chat template is rendered without it"),
+           "verbosity": ((), "the chat template is rendered without it"),
+           "web_search_options": ((), "onebit serve does not search")},
+}
+
+# The keys allowed inside the nested objects (anything else is refused naming its path).
+MESSAGE_KEYS = frozenset({"role", "content", "name"})  # `name`: accepted, not rendered
+TEXT_PART_KEYS = frozenset({"type", "text"})
+STREAM_OPTION_KEYS = frozenset({"include_usage", "include_obfuscation",
+                                "continuous_usage_stats"})
+JSON_SCHEMA_KEYS = frozenset({"name", "schema", "strict", "description"})
+RESPONSE_FORMAT_KEYS = {"text": frozenset({"type"}),
+                        "json_object": frozenset({"type", "schema"}),  # schema: llama.cpp's
+                        "json_schema": frozenset({"type", "json_schema"})}
 
 
 @dataclass(frozen=True)
 class Request:
     """One validated request. `prompt` is a str (completions) or messages (chat); `logprobs`
     is None (none asked) or how many alternatives to list per token (0: the chosen one's
-    only); `max_tokens` None means "until the context is full"."""
+    only); `max_tokens` None means "until the context is full". `max_tokens_param` is the
+    field the client set it with (`max_tokens` or `max_completion_tokens`), None for
+    completions' default of 16: a budget the client asked for past the context is refused
+    naming that field, the default is cut to what the context leaves."""
 
     kind: str
     prompt: str | list[dict]
@@ -51,6 +119,7 @@ class Request:
     processors: Processors | None = None  # None: no knob changes a score
     stop_token_ids: tuple[int, ...] = ()  # end the answer (kept, as an EOS is)
     n: int = 1  # independent answers; seeded, answer i draws from seed + i
+    max_tokens_param: str | None = "max_tokens"
 
 
 def _is_int(value) -> bool:
@@ -88,12 +157,14 @@ def _number(body: dict, name: str, *, low: float, high: float, default: float,
     return float(value)
 
 
-def _bool(body: dict, name: str, default: bool) -> bool:
+def _bool(body: dict, name: str, default: bool, where: str = "") -> bool:
+    """`body[name]` as a bool; refused as `where.name` (a nested object's path) otherwise."""
     value = body.get(name, default)
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise RequestError(name, f"{name} must be true or false, got {value!r}")
+        field = f"{where}.{name}" if where else name
+        raise RequestError(field, f"{field} must be true or false, got {value!r}")
     return value
 
 
@@ -127,13 +198,44 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _refuse_unsupported(body: dict) -> None:
-    for name, neutral in UNSUPPORTED.items():
-        value = body.get(name)
-        if value is None or value == neutral or (name == "logit_bias" and value == {}) \
-                or (name in ("tools", "functions") and value == []):
-            continue
-        raise RequestError(name, f"{name}={str(value)[:60]} is not supported by onebit serve")
+def _refuse_unknown(keys, allowed, where: str, what: str) -> None:
+    """The first of `keys` not in `allowed` refused, named `where` + key: an unknown field is
+    never dropped, since it may be one that would change the answer."""
+    for key in keys:
+        if key not in allowed:
+            name = f"{where}.{key}" if where else str(key)
+            raise RequestError(name, f"unknown field {name!r}: onebit serve does not implement "
+                               f"it, and refuses it rather than ignore what could change "
+                               f"{what} (docs/serve.md lists the fields)")
+
+
+def _is_neutral(value, neutrals: tuple) -> bool:
+    """Whether `value` means "not used": null, or one of `neutrals` (a bool only as a bool:
+    `1` is not `true`, `false` is not `0`)."""
+    return value is None or any(isinstance(value, bool) == isinstance(n, bool) and value == n
+                                for n in neutrals)
+
+
+def _refuse_fields(kind: str, body: dict) -> None:
+    """Every field of `body` read, ignored, or refused by name: an unsupported one unless it
+    holds its "not used" value, an unknown one always."""
+    unsupported = UNSUPPORTED[kind]
+    for name, value in body.items():
+        if name in unsupported:
+            neutrals, why = unsupported[name]
+            if not _is_neutral(value, neutrals):
+                shown = json.dumps(value)[:60] if _is_jsonable(value) else repr(value)[:60]
+                raise RequestError(name, f"{name}={shown} is not supported by onebit serve: "
+                                   f"{why}")
+    _refuse_unknown(body, READ[kind] | IGNORED[kind] | unsupported.keys(), "", "the answer")
+
+
+def _is_jsonable(value) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _sampling(body: dict) -> tuple[Sampling | None, int | None]:
@@ -162,23 +264,58 @@ def _completion_prompt(body: dict) -> str:
 
 
 def _messages(body: dict) -> list[dict]:
+    """The messages as {"role", "content"} dicts with text content. Another key is refused by
+    name (`tool_calls` among them, tools not being served), except `name`, accepted and not
+    rendered; a key holding null counts as absent, as transformers drops it."""
     messages = body.get("messages")
     if messages is None:
         raise RequestError("messages", "messages is required")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages", "messages must be a non-empty list")
+    checked = []
     for i, message in enumerate(messages):
+        where = f"messages[{i}]"
         if not isinstance(message, dict):
-            raise RequestError(f"messages[{i}]", f"messages[{i}] must be an object, got "
+            raise RequestError(where, f"{where} must be an object, got "
                                f"{type(message).__name__}")
+        if message.get("tool_calls") is not None:
+            raise RequestError(f"{where}.tool_calls", f"{where}.tool_calls is not supported "
+                               f"by onebit serve: {_NO_TOOLS}")
+        _refuse_unknown([k for k, v in message.items() if v is not None], MESSAGE_KEYS, where,
+                        "the prompt")
         if not isinstance(message.get("role"), str):
-            raise RequestError(f"messages[{i}].role", f"messages[{i}].role must be a string")
-        if not isinstance(message.get("content"), str):
-            raise RequestError(f"messages[{i}].content", f"messages[{i}].content must be a "
-                               "string (onebit serve takes text content only)")
-        _text(message["role"], f"messages[{i}].role")
-        _text(message["content"], f"messages[{i}].content")
-    return [{"role": m["role"], "content": m["content"]} for m in messages]
+            raise RequestError(f"{where}.role", f"{where}.role must be a string")
+        checked.append({"role": _text(message["role"], f"{where}.role"),
+                        "content": _content(message["role"], message.get("content"), where)})
+    return checked
+
+
+def _content(role: str, content, where: str) -> str:
+    """A message's content as one string: a string as it is; a list of text parts joined with
+    "\n", as vLLM joins them (`[{"type": "text", "text": ...}]`, what the openai client and
+    LangChain send); null only for an assistant turn (""). Another part type (`image_url`,
+    `input_audio`, ...) is refused naming `messages[i].content[j].type`."""
+    if content is None and role == "assistant":
+        return ""
+    if isinstance(content, str):
+        return _text(content, f"{where}.content")
+    if not isinstance(content, list):
+        raise RequestError(f"{where}.content", f"{where}.content must be a string or a list "
+                           "of text parts (onebit serve takes text content only)")
+    texts = []
+    for j, part in enumerate(content):
+        at = f"{where}.content[{j}]"
+        if not isinstance(part, dict):
+            raise RequestError(at, f"{at} must be an object such as "
+                               "{\"type\": \"text\", \"text\": ...}")
+        if part.get("type") != "text":
+            raise RequestError(f"{at}.type", f"{at}.type is {part.get('type')!r}: onebit "
+                               "serve takes text parts only (\"type\": \"text\")")
+        _refuse_unknown(part, TEXT_PART_KEYS, at, "the prompt")
+        if not isinstance(part.get("text"), str):
+            raise RequestError(f"{at}.text", f"{at}.text must be a string")
+        texts.append(_text(part["text"], f"{at}.text"))
+    return "\n".join(texts)
 
 
 def _logprobs(kind: str, body: dict) -> int | None:
@@ -192,7 +329,8 @@ def _logprobs(kind: str, body: dict) -> int | None:
     return (top or 0) if wanted else None
 
 
-def _max_tokens(kind: str, body: dict) -> int | None:
+def _max_tokens(kind: str, body: dict) -> tuple[int | None, str | None]:
+    """The budget and the field that set it (None: completions' default, or none given)."""
     name = "max_tokens"
     if kind == CHAT and body.get("max_completion_tokens") is not None:
         if body.get("max_tokens") is not None:
@@ -200,7 +338,8 @@ def _max_tokens(kind: str, body: dict) -> int | None:
                                "give max_tokens or max_completion_tokens, not both")
         name = "max_completion_tokens"
     default = DEFAULT_COMPLETION_TOKENS if kind == COMPLETION else None
-    return _int(body, name, low=1, default=default)
+    value = _int(body, name, low=1, default=default)
+    return value, (name if body.get(name) is not None else None)
 
 
 def _token_ids(body: dict, name: str, limit: int) -> tuple[int, ...]:
@@ -251,9 +390,11 @@ def _processors(body: dict, stop_token_ids: tuple[int, ...]) -> Processors | Non
 
 def _grammar(body: dict):
     """OpenAI's `response_format` as an `onebit.grammar.Grammar`: None for absent or
-    `{"type": "text"}`; `{"type": "json_object"}`: any JSON object; `{"type": "json_schema",
-    "json_schema": {"name": ..., "schema": {...}}}`: JSON conforming to the schema. Anything
-    else, or a schema llguidance cannot compile, is refused naming the field."""
+    `{"type": "text"}`; `{"type": "json_object"}`: any JSON object, or with llama.cpp's
+    `"schema": {...}` JSON conforming to that schema; `{"type": "json_schema", "json_schema":
+    {"name": ..., "schema": {...}}}`: JSON conforming to the schema. Anything else (an
+    unknown key included), or a schema llguidance cannot compile, is refused naming the
+    field."""
     form = body.get("response_format")
     if form is None:
         return None
@@ -263,27 +404,64 @@ def _grammar(body: dict):
     kind = form.get("type")
     from onebit.grammar import Grammar, GrammarError
 
+    if kind in RESPONSE_FORMAT_KEYS:
+        _refuse_unknown(form, RESPONSE_FORMAT_KEYS[kind], "response_format", "the answer")
     try:
         if kind == "text":
             return None
+        if kind == "json_object" and form.get("schema") is not None:
+            # llama.cpp's spelling of a schema: the answer conforms to it, as there
+            if not isinstance(form["schema"], dict):
+                raise RequestError("response_format.schema", "response_format.schema must be "
+                                   "a JSON schema object")
+            return Grammar.json_schema(form["schema"], "response_format.schema")
         if kind == "json_object":
             return Grammar.json_object()
         if kind == "json_schema":
-            spec = form.get("json_schema")
-            if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
-                raise RequestError("response_format.json_schema",
-                                   "response_format.json_schema must be an object whose "
-                                   "'schema' is a JSON schema object")
-            name = spec.get("name")
-            if name is not None and not isinstance(name, str):
-                raise RequestError("response_format.json_schema.name",
-                                   "response_format.json_schema.name must be a string")
-            return Grammar.json_schema(spec["schema"], "response_format.json_schema.schema")
+            return Grammar.json_schema(_json_schema(form), "response_format.json_schema.schema")
     except GrammarError as error:
         field = error.field if error.field.startswith("response_format") else "response_format"
         raise RequestError(field, str(error)) from None
     raise RequestError("response_format.type", f"response_format.type must be 'text', "
                        f"'json_object' or 'json_schema', got {kind!r}")
+
+
+def _json_schema(form: dict) -> dict:
+    """`response_format.json_schema`'s schema, its other fields checked: `name` and
+    `description` strings, `strict` a bool (the schema is always enforced)."""
+    where = "response_format.json_schema"
+    spec = form.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        raise RequestError(where, f"{where} must be an object whose 'schema' is a JSON schema "
+                           "object")
+    _refuse_unknown(spec, JSON_SCHEMA_KEYS, where, "the answer")
+    for key, kind in (("name", str), ("description", str), ("strict", bool)):
+        value = spec.get(key)
+        if value is not None and not isinstance(value, kind):
+            shape = "true or false" if kind is bool else "a string"
+            raise RequestError(f"{where}.{key}", f"{where}.{key} must be {shape}")
+    return spec["schema"]
+
+
+def _stream_options(body: dict, stream: bool) -> bool:
+    """Whether the stream ends with a usage chunk. `include_obfuscation` (OpenAI's padding of
+    each chunk) changes no answer and is ignored; vLLM's `continuous_usage_stats` would put
+    usage in every chunk, which onebit does not, so only false is taken."""
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise RequestError("stream_options", "stream_options must be an object")
+    _refuse_unknown(options, STREAM_OPTION_KEYS, "stream_options", "the stream")
+    include_usage = _bool(options, "include_usage", False, "stream_options")
+    _bool(options, "include_obfuscation", False, "stream_options")
+    if _bool(options, "continuous_usage_stats", False, "stream_options"):
+        raise RequestError("stream_options.continuous_usage_stats",
+                           "stream_options.continuous_usage_stats=true is not supported by "
+                           "onebit serve: usage comes once, in the last chunk (include_usage)")
+    if include_usage and not stream:
+        raise RequestError("stream_options", "stream_options needs stream: true")
+    return include_usage
 
 
 def _n(body: dict, stream: bool) -> int:
@@ -301,21 +479,18 @@ def parse(kind: str, body: object) -> Request:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError("model", f"model must be a string, got {model!r}")
-    _refuse_unsupported(body)
+    _refuse_fields(kind, body)
     prompt = _completion_prompt(body) if kind == COMPLETION else _messages(body)
     sampling, seed = _sampling(body)
     stream = _bool(body, "stream", False)
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise RequestError("stream_options", "stream_options must be an object")
-    include_usage = bool(options and options.get("include_usage"))
-    if include_usage and not stream:
-        raise RequestError("stream_options", "stream_options needs stream: true")
+    include_usage = _stream_options(body, stream)
     stop_token_ids = _token_ids(body, "stop_token_ids", MAX_STOP_TOKEN_IDS)
-    return Request(kind=kind, prompt=prompt, max_tokens=_max_tokens(kind, body),
+    max_tokens, max_tokens_param = _max_tokens(kind, body)
+    return Request(kind=kind, prompt=prompt, max_tokens=max_tokens,
                    stop=_stop(body), sampling=sampling, seed=seed,
                    logprobs=_logprobs(kind, body), stream=stream,
                    include_usage=include_usage,
                    speculative=_bool(body, "speculative", True),
                    processors=_processors(body, stop_token_ids),
-                   stop_token_ids=stop_token_ids, n=_n(body, stream))
+                   stop_token_ids=stop_token_ids, n=_n(body, stream),
+                   max_tokens_param=max_tokens_param)
