@@ -110,7 +110,8 @@ def check_answer(trace: ServedTrace) -> None:
 def check_stream(trace: ServedTrace) -> None:
     """V2: a streamed answer is the same answer: chat opens with the assistant's role; the
     pieces join to exactly the text (none after the chunk with the finish reason, which comes
-    once, with the ids); the usage chunk, when asked, counts what the whole answer counts;
+    once, with the ids); the usage chunk (every stream asks for it) comes once, last, and
+    counts what the whole answer counts;
     `[DONE]` ends the stream, once; at every stream interval, pieces coalesced or not."""
     __tracebackhide__ = True
     for t in _judged(trace):
@@ -126,8 +127,10 @@ def check_stream(trace: ServedTrace) -> None:
         if s.after_finish:
             raise AssertionError(f"{where}: text after the finish chunk: {s.after_finish}")
         _same_answer(s.answer, t.expected[0], where)
-        if t.body.get("stream_options", {}).get("include_usage"):
-            _usage(s.answer.usage, t.expected, where)
+        if len(s.usage_chunks) != 1 or s.chunks[-1] is not s.usage_chunks[0]:
+            raise AssertionError(f"{where}: include_usage asks for one usage chunk, last; "
+                                 f"{len(s.usage_chunks)} came")
+        _usage(s.answer.usage, t.expected, where)
 
 
 @SERVED.check("V3-stops", applies=lambda s: s.stops)

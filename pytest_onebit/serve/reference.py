@@ -202,7 +202,8 @@ def end_of(model, ids: list[int], tokens: list[int], body: dict) -> Expected:
 def _expected(model, ids, tokens, text, finish, listed, body, stops) -> Expected:
     wanted = body.get("logprobs")
     scores = []
-    if wanted is not None and wanted is not False:  # chat: true + top_logprobs; completions: the count
+    # chat: true and top_logprobs; completions: the count (0: the chosen token only)
+    if wanted is not None and wanted is not False:
         top = (body.get("top_logprobs") or 0) if wanted is True else int(wanted)
         scores = raw_scores(model, ids, tokens, int(top))
     return Expected(list(tokens), text, finish, len(ids), scores, listed, stops,

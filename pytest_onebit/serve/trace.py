@@ -87,7 +87,9 @@ def post(url: str, body: dict) -> Reply:
 
 
 def stream(url: str, body: dict, *, leave_after: int | None = None) -> Reply:
-    request = urllib.request.Request(url, data=json.dumps({**body, "stream": True}).encode(),
+    # every stream asks for its usage chunk: what it counts is part of the answer (V2)
+    sent = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    request = urllib.request.Request(url, data=json.dumps(sent).encode(),
                                      method="POST", headers={"Content-Type": "application/json"})
     started = time.perf_counter()
     events: list[str] = []
