@@ -59,7 +59,9 @@ class BatchRequest:
     `onebit.generate` does). `on_token(token)` sees each token as it is committed; it must not
     block (every sequence waits for the slowest to post its rows), and returning False ends
     the answer there. `wrap(base)` may wrap the sequence's base (a `ScoredBase` records
-    log-probabilities): the result keeps the wrapped base."""
+    log-probabilities): the result keeps the wrapped base. `cancelled()`, read before each
+    token is taken, says the sequence's client has gone: the sequence then ends there as
+    cancelled (counted so), as `Handle.cancel` ends it between tokens."""
 
     prompt: Sequence[int]
     max_tokens: int
@@ -70,6 +72,7 @@ class BatchRequest:
     stop_ids: frozenset[int] = frozenset()
     on_token: Callable[[int], bool | None] | None = None
     wrap: Callable[[object], object] | None = None
+    cancelled: Callable[[], bool] | None = None
 
 
 @dataclass
@@ -492,6 +495,11 @@ class BatchEngine:
 
         def on_token(token: int):
             if seq.cancelled:  # nothing after the cancel: the result is what was committed
+                return False
+            if request.cancelled is not None and request.cancelled():
+                with self._cv:  # the client has gone: a cancel, not an answer that ended
+                    seq.cancelled = True
+                    seq.finish = "cancelled"
                 return False
             seq.emitted.append(token)
             with self._cv:

@@ -227,6 +227,9 @@ class Engine:
         stops = frozenset(tok.stop_ids) | frozenset(request.stop_token_ids)
         stream = tok.stream(skip_special_tokens=True)
         cut = self.stop_text(request.stop)
+        # one at a time the loop asks here whether the client has gone; batched, the engine
+        # asks (BatchRequest.cancelled) and counts the cancel as its own, not as a stop
+        gone = cancelled if self.batch is None else None
         emitted: list[int] = []
         starts: list[int] = []  # where each token's text begins (a stop id has none)
         finish = ["length"]
@@ -247,7 +250,7 @@ class Engine:
             if cut.hit is not None:
                 finish[0] = "stop"
                 return False
-            if cancelled is not None and cancelled():
+            if gone is not None and gone():
                 finish[0] = "cancelled"
                 return False
             return None
@@ -311,7 +314,8 @@ class Engine:
         try:
             handle = self.batch.submit(BatchRequest(
                 prompt=ids, max_tokens=max_tokens, head=factory, k=k,
-                sampling=request.sampling, seed=request.seed, on_token=on_token, wrap=wrap))
+                sampling=request.sampling, seed=request.seed, on_token=on_token, wrap=wrap,
+                cancelled=cancelled))
         except QueueFull as error:
             raise _at_capacity(str(error)) from None
         except BatchRefused as error:

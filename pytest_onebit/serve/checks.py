@@ -142,10 +142,11 @@ def check_stops(trace: ServedTrace) -> None:
     finish reason is "stop"."""
     __tracebackhide__ = True
     for t in _judged(trace):
-        if not (t.ask.stops or t.ask.decoys or t.ask.stop_token_at is not None):
+        if not t.ask.stopped:
             continue
         want = t.expected[0]
-        if want.finish != "stop":
+        meant_to_stop = t.ask.stops or t.ask.repeat_stop or t.ask.stop_token_at is not None
+        if meant_to_stop and want.finish != "stop":
             raise AssertionError(f"request {t.index}: the scenario's stop never ends the "
                                  "library's answer: the scenario exercises nothing")
         for where, got in _sent(t):
@@ -247,11 +248,18 @@ def check_knobs(trace: ServedTrace) -> None:
 def check_isolation(trace: ServedTrace) -> None:
     """V7: clients served at once get each its own answer: every client that stayed gets
     exactly its answer alone (text, ids, finish, logprobs) while others join, finish and
-    leave mid-answer (their decodes cancelled inside a pass); the leavers really left before
-    their end; and a request after the crowd is answered as alone (no slot or lock kept)."""
+    leave mid-answer (their decodes cancelled, some inside a prefill's pass); the leavers
+    really left before their end, and a server that counts cancels (`onebit_cancelled_total`
+    at /metrics) counts each leaver cancelled once nothing runs; and a request after the
+    crowd is answered as alone (no slot or lock kept)."""
     __tracebackhide__ = True
     for t in _judged(trace):
         if t.ask.leave_after is not None:
+            if len(t.expected[0].ids) < 100 and t.ask.prompt == t.ask.prompt[:200]:
+                raise AssertionError(f"request {t.index} is to leave mid-answer, but its "
+                                     f"answer alone is {len(t.expected[0].ids)} tokens: it "
+                                     "may end before the client leaves (the scenario needs a "
+                                     "longer answer or a long prompt)")
             if t.streamed is None or not t.streamed.left:
                 raise AssertionError(f"request {t.index} was to leave mid-answer, but its "
                                      f"stream ended first: the scenario exercises no cancel")
@@ -266,3 +274,15 @@ def check_isolation(trace: ServedTrace) -> None:
                     raise AssertionError(f"{where}: logprobs differ from its answer alone")
     if trace.after is not None and trace.after.whole is None:
         raise AssertionError("the request after the crowd was not answered")
+    leavers = sum(t.ask.leave_after is not None for t in trace.asks)
+    served = trace.metrics or {}
+    if "onebit_cancelled_total" in served:  # a server that counts its cancels says so right
+        if served.get("onebit_running", 0):
+            raise AssertionError(f"the crowd has gone, yet the server still runs "
+                                 f"{served.get('onebit_running'):g} sequences: a leaver's "
+                                 "decode goes on")
+        if served["onebit_cancelled_total"] != leavers:
+            raise AssertionError(f"{leavers} clients left mid-answer; the server counts "
+                                 f"{served['onebit_cancelled_total']:g} cancelled (finished: "
+                                 f"{served.get('onebit_finished_total', 0):g}): a leaver's "
+                                 "decode was not cancelled, or was counted as an answer")

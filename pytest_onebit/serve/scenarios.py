@@ -25,17 +25,27 @@ class Ask:
     max_tokens: int
     fields: str = "{}"  # the other fields of the body, as JSON text (a scenario stays hashable)
     stops: tuple[tuple[int, int], ...] = ()  # (first character in the answer, length)
-    decoys: tuple[tuple[int, int], ...] = ()  # stop strings that begin there but never complete
+    decoys: tuple[tuple[int, int], ...] = ()  # stop strings that begin there (a negative
+    #   start counts from the end) but never complete
+    repeat_stop: int = 0  # a stop of one character repeated this often, at the answer's first
+    #                       run of it: a stop whose beginning repeats
     stop_token_at: int | None = None  # the answer index whose token becomes a stop_token_id
     n: int = 1
     leave_after: int | None = None  # concurrent only: streamed, the client leaves after this
     #                                 many events
+    delay: float = 0.0  # concurrent only: seconds after the crowd starts that it is sent
     ends_by_itself: bool = False  # the scenario means its answer to end at the model's EOS
 
     def __post_init__(self) -> None:
         if self.endpoint not in (COMPLETIONS, CHAT):
             raise ValueError(f"endpoint must be {COMPLETIONS!r} or {CHAT!r}")
         json.loads(self.fields)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the ask sends stop strings or stop ids."""
+        return bool(self.stops or self.decoys or self.repeat_stop
+                    or self.stop_token_at is not None)
 
     @property
     def extra(self) -> dict:
@@ -68,12 +78,12 @@ class ServedScenario:
     stream_interval: float = 0.0  # seconds between a stream's events at least (0: each piece)
     head: str = "ngram"  # the server's draft head
     concurrent: bool = False  # every ask at once, each from a client of its own
-    pass_delay: float = 0.0  # the toy's least time per batched pass (a leaving client lands
-    #                          inside one)
+    pass_delay: float = 0.0  # the toy's least time per pass (a leaving client lands inside
+    #                          one, long before its answer's end)
 
     @property
     def stops(self) -> bool:
-        return any(a.stops or a.decoys or a.stop_token_at is not None for a in self.asks)
+        return any(a.stopped for a in self.asks)
 
     @property
     def knobs(self) -> bool:
@@ -117,6 +127,11 @@ def _asks(greedy: bool = True) -> tuple[Ask, ...]:
         # where the text does but is never completed (its held-back text must come out)
         Ask(COMPLETIONS, "hello there", 40, _fields(**GREEDY, **LOGPROBS_COMPLETION),
             stops=((20, 3),), decoys=((5, 3),)),
+        # a stop whose beginning repeats ("}}}" after "}}"), and one that begins at the very
+        # end of an answer that runs to its budget: only the end releases what it held
+        Ask(COMPLETIONS, "the rain in spain stays", 40, _fields(**GREEDY), repeat_stop=3),
+        Ask(CHAT, "one two three one two", 24, _fields(**GREEDY, **LOGPROBS_CHAT),
+            decoys=((-2, 3),)),
         Ask(CHAT, "the rain in spain stays", 40, _fields(**GREEDY, **LOGPROBS_CHAT),
             stops=((9, 2), (14, 4))),
         Ask(COMPLETIONS, "one two three one two", 30, _fields(**sampled), stops=((6, 2),)),
@@ -138,18 +153,36 @@ def _asks(greedy: bool = True) -> tuple[Ask, ...]:
     )
 
 
+#: a prompt of some 400 tokens (in the toy's vocabulary): its prefill takes a dozen passes
+LONG_PROMPT = " ".join(f"item {i} of the list is {i * 7 % 13}" for i in range(19))
+
+
 def _crowd() -> tuple[Ask, ...]:
     """Clients at once: long and short, streamed and not, greedy and sampled, two leaving
     mid-answer."""
     sampled = {"temperature": 0.7, "seed": 9}
     return (
-        Ask(COMPLETIONS, "the rain in spain stays", 160, _fields(**GREEDY), leave_after=3),
+        # long prompts, left right after the role chunk: admitted first, then cancelled while
+        # they are prefilled, in a pass beside the others' rows
+        Ask(CHAT, LONG_PROMPT, 60, _fields(**GREEDY), leave_after=1),
+        Ask(CHAT, LONG_PROMPT[::-1], 60, _fields(**GREEDY), leave_after=1),
+        Ask(COMPLETIONS, "the rain in spain stays", 400, _fields(**GREEDY), leave_after=3),
         Ask(CHAT, "tell a story", 48, _fields(**GREEDY, **LOGPROBS_CHAT)),
         Ask(COMPLETIONS, "one two three one two", 40, _fields(**sampled, **LOGPROBS_COMPLETION)),
-        Ask(CHAT, "say something about the sea", 200, _fields(**sampled), leave_after=2),
+        Ask(CHAT, "say something about the sea", 400, _fields(**GREEDY), leave_after=2),
         Ask(COMPLETIONS, "hello there", 24, _fields(**GREEDY, presence_penalty=0.7)),
         Ask(CHAT, "hello there", 56, _fields(**GREEDY), stops=((12, 3),)),
     )
+
+
+def _prefill_leavers() -> tuple[Ask, ...]:
+    """One client decoding a long answer while others arrive one by one with long prompts and
+    leave as soon as their stream opens: each is cancelled while its prompt is prefilled, its
+    rows in the same passes as the first client's."""
+    stayer = Ask(COMPLETIONS, "tell a story", 240, _fields(**GREEDY, **LOGPROBS_COMPLETION))
+    return (stayer,) + tuple(
+        Ask(CHAT, LONG_PROMPT[i:] + LONG_PROMPT[:i], 40, _fields(**GREEDY), leave_after=1,
+            delay=0.05 + 0.15 * n) for n, i in enumerate((0, 37, 91, 150, 201, 263)))
 
 
 def standard_served_scenarios() -> list[ServedScenario]:
@@ -157,11 +190,14 @@ def standard_served_scenarios() -> list[ServedScenario]:
     asks = _asks()
     return [
         ServedScenario("one-at-a-time", asks),
-        ServedScenario("one-at-a-time-coalesced", asks[4:9], stream_interval=0.02),
+        ServedScenario("one-at-a-time-coalesced", asks[4:11], stream_interval=0.02),
         ServedScenario("parallel-3", asks, parallel=3),
-        ServedScenario("parallel-3-auto", asks[2:4] + asks[8:12], parallel=3, head="auto",
+        ServedScenario("parallel-3-auto", asks[2:4] + asks[10:14], parallel=3, head="auto",
                        stream_interval=0.5),
-        ServedScenario("crowd-one-at-a-time", _crowd(), concurrent=True),
+        ServedScenario("crowd-one-at-a-time", _crowd(), concurrent=True, pass_delay=0.004),
         ServedScenario("crowd-parallel-3", _crowd(), parallel=3, concurrent=True,
-                       pass_delay=0.004),
+                       pass_delay=0.008),
+        # plain decode: the first client takes a pass a token, so it outlasts the leavers
+        ServedScenario("prefill-leavers-parallel-2", _prefill_leavers(), parallel=2,
+                       concurrent=True, pass_delay=0.008, head="none"),
     ]

@@ -12,8 +12,10 @@ Batched, each slot is a model instance of its own, driven by exactly the calls t
 alone would make (`verify(tokens, pos)`, then the commit its next call implies), so a slot's
 rows are those of the sequence alone bit for bit: what the contract compares is then the
 engine's scheduling and hand-back, not a kernel's batch invariance (the batch contract M1..M6
-and the base contract B1..B8 hold those). `pass_delay` makes each pass take at least that long,
-so a client that goes away mid-answer lands inside a pass, where the hand-back is hardest.
+and the base contract B1..B8 hold those). `pass_delay` makes each pass (a batched one, or a
+step or verify of the one sequence) take at least that long: a client that goes away
+mid-answer then leaves while its decode still has a long way to go, and lands inside a pass,
+where the hand-back is hardest.
 """
 
 from __future__ import annotations
@@ -124,6 +126,25 @@ class ServedToy(WrappedBase):
         self.pass_delay = pass_delay
         self._slots = [_Slot() for _ in range(slots)]
 
+    # -- one sequence (the base the loop runs one at a time): each pass as slow as asked ---
+
+    def _paced(self, started: float):
+        left = self.pass_delay - (time.perf_counter() - started)
+        if left > 0:
+            time.sleep(left)
+
+    def step(self, token: int, pos: int):
+        started = time.perf_counter()
+        row = self._base.step(token, pos)
+        self._paced(started)
+        return row
+
+    def verify(self, tokens: Sequence[int], pos: int):
+        started = time.perf_counter()
+        rows = self._base.verify(tokens, pos)
+        self._paced(started)
+        return rows
+
     # -- BatchRows ------------------------------------------------------------------------
 
     @property
@@ -148,9 +169,7 @@ class ServedToy(WrappedBase):
             logits[i:j] = slot.model.verify([int(t) for t in tokens[i:j]], int(positions[i]))
             slot.pending = (int(positions[i]), j - i)
             i = j
-        left = self.pass_delay - (time.perf_counter() - started)
-        if left > 0:
-            time.sleep(left)
+        self._paced(started)
         # the batched heads (none, auto, ngram) read no hidden rows
         return logits, np.zeros((len(tokens), 1), np.float32)
 

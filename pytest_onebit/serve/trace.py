@@ -60,6 +60,8 @@ class ServedTrace:
     asks: list[AskTrace] = field(default_factory=list)
     after: AskTrace | None = None  # concurrent: an ask sent once the crowd is done
     tokenizer: object = None
+    metrics: dict[str, float] | None = None  # concurrent: the server's own counters once
+    #                                          idle (Prometheus text at /metrics, if served)
 
 
 def _url_of(url: str, ask: Ask) -> str:
@@ -124,13 +126,21 @@ def _stop_strings(ask: Ask, text: str) -> list[str]:
                              f"{start}")
         stops.append(piece)
     for start, length in ask.decoys:
-        head = text[start:start + length - 1]
+        end = start + length - 1
+        head = text[start:end if end != 0 else None]
         for end in "~|^`":
             if head and head + end not in text:
                 stops.append(head + end)
                 break
         else:
             raise ValueError(f"{ask.label}: no decoy stop fits at {start} in {text!r}")
+    if ask.repeat_stop:
+        runs = [i for i in range(len(text) - ask.repeat_stop + 1)
+                if len(set(text[i:i + ask.repeat_stop])) == 1]
+        if not runs:
+            raise ValueError(f"{ask.label}: no character repeats {ask.repeat_stop} times in "
+                             f"{text!r}")
+        stops.append(text[runs[0]:runs[0] + ask.repeat_stop])
     return stops
 
 
@@ -141,10 +151,10 @@ def body_of(model, ask: Ask, head: str) -> dict:
     body["messages" if ask.endpoint == CHAT else "prompt"] = reference.messages_or_prompt(ask)
     if ask.n > 1:
         body["n"] = ask.n
-    if not (ask.stops or ask.decoys or ask.stop_token_at is not None):
+    if not ask.stopped:
         return body
     probe = reference.library_answer(model, ask, body, head=head)
-    if ask.stops or ask.decoys:
+    if ask.stops or ask.decoys or ask.repeat_stop:
         body["stop"] = _stop_strings(ask, model.tokenizer.decode(probe.ids,
                                                                  skip_special_tokens=True))
     if ask.stop_token_at is not None:
@@ -173,10 +183,46 @@ def expect(model, index: int, ask: Ask, head: str) -> AskTrace:
 
 def _serve_one(url: str, t: AskTrace, *, whole: bool, streamed: bool) -> None:
     target = _url_of(url, t.ask)
+    if t.ask.delay:
+        time.sleep(t.ask.delay)
     if whole:
         t.whole = post(target, t.body)
     if streamed and t.ask.n == 1:
         t.streamed = stream(target, t.body, leave_after=t.ask.leave_after)
+
+
+def metrics(url: str) -> dict[str, float] | None:
+    """The server's Prometheus samples without labels (name -> value), or None when it
+    serves no /metrics."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=TIMEOUT) as reply:
+            text = reply.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    samples = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if line and not line.startswith("#") and "{" not in name:
+            try:
+                samples[name] = float(value)
+            except ValueError:
+                continue
+    return samples
+
+
+def _settled_metrics(url: str, requests: int, timeout: float = 20.0) -> dict[str, float] | None:
+    """The counters once every one of `requests` is accounted for (finished, cancelled or
+    failed: a leaver's decode ends when the server sees it gone, and one at a time it may
+    still wait its turn when the others are done), or as they stand at the timeout."""
+    deadline = time.monotonic() + timeout
+    ended = ("onebit_finished_total", "onebit_cancelled_total", "onebit_failed_total")
+    while True:
+        samples = metrics(url)
+        if samples is None or time.monotonic() > deadline or (
+                sum(samples.get(name, 0) for name in ended) >= requests
+                and samples.get("onebit_running", 0) == 0):
+            return samples
+        time.sleep(0.02)
 
 
 def execute(make_server: Callable, scenario: ServedScenario) -> ServedTrace:
@@ -202,8 +248,9 @@ def execute(make_server: Callable, scenario: ServedScenario) -> ServedTrace:
             thread.start()
         for thread in threads:
             thread.join(TIMEOUT * 2)
+        trace.metrics = _settled_metrics(server.url, len(trace.asks))
         # once the crowd is gone (the leavers' decodes included), one more ask alone
-        last = scenario.asks[1]
+        last = next(a for a in scenario.asks if a.leave_after is None)
         trace.after = expect(ref, len(trace.asks), last, scenario.head)
         _serve_one(server.url, trace.after, whole=True, streamed=False)
     return trace
