@@ -1,10 +1,10 @@
 """pytest_onebit: the harness that proves a speculative decoding loop is exact.
 
 Installing onebit registers the pytest plugin (`pytest_onebit.plugin`). What a test imports:
-the assertions, the test doubles (toy base, oracle heads), the four contracts (loop I1..I13,
-base B1..B8, sampling S1..S4, batch M1..M6: each a `Contract` of the core, with its `check_*`
-function and its pytest class), the core itself, to declare a fifth, and the holders of
-compiled loops and bases (C ABI).
+the assertions, the test doubles (toy base, oracle heads), the five contracts (loop I1..I13,
+base B1..B8, sampling S1..S4, batch M1..M6, served V1..V7: each a `Contract` of the core,
+with its `check_*` function and its pytest class), the core itself, to declare a sixth, and
+the holders of compiled loops and bases (C ABI).
 Every name is imported on first use, so loading the plugin costs nothing, and the contract
 (`check_loop`, `onebit prove`) runs without pytest installed.
 """
@@ -49,6 +49,13 @@ _EXPORTS = {
                     "pytest_onebit.batch.scenarios"),
     "BatchContract": "pytest_onebit.batch.suite",
     "ToyBatchRows": "pytest_onebit.batch.toy",
+    **dict.fromkeys(("SERVED", "SERVED_CHECKS"), "pytest_onebit.serve.checks"),
+    **dict.fromkeys(("ServedContractError", "check_served", "onebit_served"),
+                    "pytest_onebit.serve.runner"),
+    **dict.fromkeys(("Ask", "ServedScenario", "standard_served_scenarios"),
+                    "pytest_onebit.serve.scenarios"),
+    "ServedContract": "pytest_onebit.serve.suite",
+    "ServedToy": "pytest_onebit.serve.toy",
     "LibraryError": "pytest_onebit.native.library",
     "native_loop": "pytest_onebit.native.loop",
     "native_base_factory": "pytest_onebit.native.base",
@@ -62,7 +69,7 @@ if sys.modules.get("pytest") is not None:
     sys.modules["pytest"].register_assert_rewrite(
         "pytest_onebit.contract.assertions", "pytest_onebit.loop.checks",
         "pytest_onebit.loop.trace", "pytest_onebit.base.checks", "pytest_onebit.sampling.checks",
-        "pytest_onebit.batch.checks")
+        "pytest_onebit.batch.checks", "pytest_onebit.serve.checks")
 
 
 def __getattr__(name: str):

@@ -195,7 +195,8 @@ def _metrics(engine: Engine):
 async def _stream(engine: Engine, wanted, loop: asyncio.AbstractEventLoop,
                   pool: ThreadPoolExecutor, interval: float):
     """The SSE events of one streamed answer. The decode runs in a thread and hands its text
-    over through a `PieceChannel` (at most one event per `interval` seconds after the first);
+    over through a `PieceChannel` (at most one event per `interval` seconds after the first),
+    each piece with the logprob entries of the tokens whose text begins in it;
     when the client goes away the generator is closed, and the decode ends at its next token
     (`cancelled`)."""
     answer = Answer(wanted, engine.name)
@@ -203,9 +204,15 @@ async def _stream(engine: Engine, wanted, loop: asyncio.AbstractEventLoop,
     channel = PieceChannel(loop, interval)
     gone = threading.Event()
 
+    held: list = []  # a piece's logprob entries, handed over with the piece
+
     def work() -> None:
+        def text(piece: str) -> None:
+            channel.put(piece, held[:])
+            held.clear()
+
         try:
-            channel.end("done", engine.complete(wanted, on_text=channel.put,
+            channel.end("done", engine.complete(wanted, on_text=text, on_logprobs=held.extend,
                                                 cancelled=gone.is_set))
         except Exception as error:  # reported in the stream: the 200 is already sent
             channel.end("error", error)
@@ -215,14 +222,15 @@ async def _stream(engine: Engine, wanted, loop: asyncio.AbstractEventLoop,
         first = answer.first_chunk()
         if first is not None:
             yield _event(first)
-        end = None
+        end, streamed = None, 0  # logprob entries sent with their text
         while end is None:
-            text, end = await channel.get()
+            text, entries, end = await channel.get()
             if text:
-                yield _event(answer.text_chunk(text))
+                yield _event(answer.text_chunk(text, tok, entries))
+                streamed += len(entries)
         kind, value = end
         if kind == "done":
-            for chunk in answer.last_chunks(tok, value):
+            for chunk in answer.last_chunks(tok, value, streamed):
                 yield _event(chunk)
         else:
             body = (value.body() if isinstance(value, RequestError) else

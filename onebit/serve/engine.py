@@ -193,15 +193,21 @@ class Engine:
         return ids, budget
 
     def complete(self, request: Request, *, on_text: Callable[[str], None] | None = None,
-                 cancelled: Callable[[], bool] | None = None) -> Completion:
+                 cancelled: Callable[[], bool] | None = None,
+                 on_logprobs: Callable[[list[TokenLogprob]], None] | None = None,
+                 ) -> Completion:
         """Decode `request`; `on_text(piece)` gets the answer's text as it becomes final
-        (never a character in half, never a part of a stop string). Raises `RequestError`
-        for a prompt the model cannot take (a 429 when the parallel queue is full)."""
+        (never a character in half, never a part of a stop string). With logprobs asked,
+        `on_logprobs(entries)` gets, just before each piece, the entries of the tokens whose
+        text begins in it (a stream sends each chunk's logprobs with its content; together
+        they are the answer's `logprobs`). Raises `RequestError` for a prompt the model
+        cannot take (a 429 when the parallel queue is full)."""
         ids, max_tokens = self.check(request)
+        watch = (on_text, on_logprobs if request.logprobs is not None else None, cancelled)
         if self.batch is not None:
-            return self._decode(request, ids, max_tokens, on_text, cancelled)
+            return self._decode(request, ids, max_tokens, *watch)
         with self.lock:
-            return self._decode(request, ids, max_tokens, on_text, cancelled)
+            return self._decode(request, ids, max_tokens, *watch)
 
     def complete_n(self, request: Request) -> list[Completion]:
         """`request.n` independent answers (not streamed). Answer i of a seeded request draws
@@ -222,7 +228,7 @@ class Engine:
         with ThreadPoolExecutor(max_workers=request.n) as pool:
             return list(pool.map(self.complete, answers))
 
-    def _decode(self, request, ids, max_tokens, on_text, cancelled) -> Completion:
+    def _decode(self, request, ids, max_tokens, on_text, on_logprobs, cancelled) -> Completion:
         tok = self.model.tokenizer
         stops = frozenset(tok.stop_ids) | frozenset(request.stop_token_ids)
         stream = tok.stream(skip_special_tokens=True)
@@ -234,9 +240,21 @@ class Engine:
         starts: list[int] = []  # where each token's text begins (a stop id has none)
         finish = ["length"]
 
+        scored: list[ScoredBase] = []  # the base recording logprobs, once the loop has it
+        entries: list[TokenLogprob] = []  # streamed logprobs: one per token with text
+        sent = [0, 0]  # characters of text sent, entries sent
+
         def send(piece: str) -> None:
-            if piece and on_text is not None:
-                on_text(piece)
+            if not piece or on_text is None:
+                return
+            sent[0] += len(piece)
+            if on_logprobs is not None:  # the tokens whose text begins in what is now sent
+                upto = sent[1]
+                while upto < len(entries) and starts[upto] < sent[0]:
+                    upto += 1
+                on_logprobs(entries[sent[1]:upto])
+                sent[1] = upto
+            on_text(piece)
 
         def on_token(token: int):
             if not self.takes_more(finish[0]):
@@ -246,6 +264,8 @@ class Engine:
                 finish[0] = "stop"
                 return False
             starts.append(len(stream.text))
+            if on_logprobs is not None:
+                entries.append(scored[0].entry(len(ids) + len(emitted) - 1, token))
             send(cut.push(stream.push(token)))
             if cut.hit is not None:
                 finish[0] = "stop"
@@ -268,6 +288,7 @@ class Engine:
 
             if request.logprobs is not None:
                 base = self.scored(base, start=len(ids), top=request.logprobs)
+                scored.append(base)
             if knobs is not None:  # a grammar reads the model's tokenizer (a slot has none)
                 base = (self.processed or ProcessedBase)(base, knobs, len(ids),
                                                          tokenizer=self.model.tokenizer)

@@ -3,8 +3,9 @@
 Each choice carries `token_ids` (an extension, as vLLM's `return_token_ids`): every token the
 model emitted for the answer, the one that completed a stop string or the EOS included, so a
 black-box harness can compare ids and not only text. A streamed answer sends its text in
-pieces and its `token_ids` (and `logprobs`) whole in the last chunk, the one with the
-`finish_reason`: the pieces are released as stop strings allow, not token by token. The
+pieces, each with the logprobs of the tokens whose text begins in it, and its `token_ids`
+whole in the last chunk, the one with the `finish_reason`: the pieces are released as stop
+strings allow, not token by token. The
 `onebit` field says what speculation did (head, rounds, drafts proposed and accepted).
 """
 
@@ -21,32 +22,47 @@ def _token_text(tok, token: int) -> str:
     return tok.decode([token])
 
 
-def _completion_logprobs(tok, completion: Completion) -> dict:
-    entries = completion.logprobs or []
-    offsets, stream = [], tok.stream()
-    for entry in entries:
-        offsets.append(min(len(stream.text), len(completion.text)))
-        stream.push(entry.token)
+def _completion_logprobs(tok, entries, offsets: list[int]) -> dict:
     return {"tokens": [_token_text(tok, e.token) for e in entries],
             "token_logprobs": [e.logprob for e in entries],
             "top_logprobs": [{_token_text(tok, t): lp for t, lp in e.top} for e in entries],
             "text_offset": offsets}
 
 
-def _chat_logprobs(tok, completion: Completion) -> dict:
+def _chat_logprobs(tok, entries) -> dict:
     def one(token: int, logprob: float) -> dict:
         return {"token": _token_text(tok, token), "logprob": logprob,
                 "bytes": list(tok.token_bytes(token))}
 
     return {"content": [{**one(e.token, e.logprob),
-                         "top_logprobs": [one(t, lp) for t, lp in e.top]}
-                        for e in completion.logprobs or []]}
+                         "top_logprobs": [one(t, lp) for t, lp in e.top]} for e in entries]}
 
 
-def logprobs_of(tok, request: Request, completion: Completion) -> dict | None:
+class _Offsets:
+    """Where each listed token's text begins in the answer (completions' `text_offset`),
+    across the chunks of a stream or over a whole answer."""
+
+    def __init__(self, tok) -> None:
+        self._stream = tok.stream()
+
+    def of(self, entries, limit: int | None = None) -> list[int]:
+        offsets = []
+        for entry in entries:
+            at = len(self._stream.text)
+            offsets.append(at if limit is None else min(at, limit))
+            self._stream.push(entry.token)
+        return offsets
+
+
+def logprobs_of(tok, request: Request, completion: Completion, start: int = 0) -> dict | None:
+    """The answer's logprobs in the endpoint's shape, from entry `start` on (a stream has
+    sent the ones before with their text)."""
     if completion.logprobs is None:
         return None
-    return (_chat_logprobs if request.kind == CHAT else _completion_logprobs)(tok, completion)
+    if request.kind == CHAT:
+        return _chat_logprobs(tok, completion.logprobs[start:])
+    offsets = _Offsets(tok).of(completion.logprobs, len(completion.text))
+    return _completion_logprobs(tok, completion.logprobs[start:], offsets[start:])
 
 
 def usage(completion: Completion) -> dict:
@@ -65,6 +81,7 @@ class Answer:
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
+        self._offsets = None  # a stream's completions text_offset, across its chunks
 
     def _envelope(self, obj: str, choices: list) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
@@ -108,14 +125,25 @@ class Answer:
             "index": 0, "delta": {"role": "assistant", "content": ""},
             "finish_reason": None, "logprobs": None}])
 
-    def text_chunk(self, text: str) -> dict:
-        return self._piece(text, finish_reason=None, logprobs=None)
+    def text_chunk(self, text: str, tok=None, entries=()) -> dict:
+        """A piece of the text, with the logprobs of the tokens whose text begins in it (as
+        OpenAI streams them) when logprobs were asked."""
+        logprobs = None
+        if self.request.logprobs is not None:
+            if self.request.kind == CHAT:
+                logprobs = _chat_logprobs(tok, entries)
+            else:
+                if self._offsets is None:
+                    self._offsets = _Offsets(tok)
+                logprobs = _completion_logprobs(tok, entries, self._offsets.of(entries))
+        return self._piece(text, finish_reason=None, logprobs=logprobs)
 
-    def last_chunks(self, tok, completion: Completion) -> list[dict]:
-        """The chunk with the finish reason, the ids and the logprobs; then the usage chunk
-        when `stream_options.include_usage` asked for it."""
+    def last_chunks(self, tok, completion: Completion, streamed: int = 0) -> list[dict]:
+        """The chunk with the finish reason, the ids and the logprobs not yet sent with their
+        text (`streamed` were); then the usage chunk when `stream_options.include_usage` asked
+        for it."""
         chunks = [{**self._piece("", finish_reason=completion.finish_reason,
-                                 logprobs=logprobs_of(tok, self.request, completion),
+                                 logprobs=logprobs_of(tok, self.request, completion, streamed),
                                  token_ids=completion.token_ids), "onebit": completion.stats}]
         if self.request.include_usage:
             chunks.append({**self._envelope(self._chunk_object(), []),

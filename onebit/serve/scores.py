@@ -116,6 +116,24 @@ class ScoredBase(WrappedBase):
             if 0 <= j < len(rows):
                 self._record(pos + i + 1, rows[j])
 
+    def entry(self, position: int, token: int) -> TokenLogprob:
+        """The entry of `token` as the loop emits it at `position` (a stream sends it with
+        the token's text): the recorded one when a step has committed it already, else from
+        the row held for the position or the row of the verify in flight that scores it, as
+        its commit will record it."""
+        done = position - self.start
+        if 0 <= done < len(self.logprobs):
+            return self.logprobs[done]
+        row = self._rows.get(position)
+        if row is None and self._pending is not None:
+            _, pos, rows, offset = self._pending
+            j = position - pos - offset - 1
+            if 0 <= j < len(rows):
+                row = rows[j]
+        if row is None:
+            raise RuntimeError(f"no scores recorded for the token at position {position}")
+        return token_logprob(row, token, self.top)
+
     def _record(self, position: int, row) -> None:
         self._rows[position] = np.array(row, dtype=np.float64, copy=True)
 

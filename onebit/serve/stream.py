@@ -24,10 +24,12 @@ STREAM_INTERVAL = 0.02
 
 class PieceChannel:
     """`put` / `end` from one decode thread; `await get()` in the event loop, which returns
-    (the text of every piece since the last get, joined; the end or None). The end is
-    ("done", value) or ("error", exception), given once, after the last piece."""
+    (the text of every piece since the last get, joined; the extras put with them, in order;
+    the end or None). The end is ("done", value) or ("error", exception), given once,
+    after the last piece."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        self._extras: list = []  # what goes with the pieces (their logprob entries), in order
         if interval < 0:
             raise ValueError(f"the stream interval is {interval} s; it must be >= 0")
         self.loop = loop
@@ -41,9 +43,12 @@ class PieceChannel:
 
     # the decode thread's side
 
-    def put(self, piece: str) -> None:
+    def put(self, piece: str, extras=()) -> None:
+        """A piece of text, and what goes with it (its logprob entries), handed over
+        together."""
         with self._lock:
             self._pieces.append(piece)
+            self._extras.extend(extras)
             if self._scheduled:
                 return
             self._scheduled = True
@@ -64,13 +69,14 @@ class PieceChannel:
     def _wake(self) -> None:
         self._woken.set()
 
-    async def get(self) -> tuple[str, tuple[str, object] | None]:
+    async def get(self) -> tuple[str, list, tuple[str, object] | None]:
         await self._woken.wait()
         self._woken.clear()
         with self._lock:
             text = "".join(self._pieces)
             self._pieces.clear()
+            extras, self._extras = self._extras, []
             end = self._end
             self._scheduled = False
             self._last = time.monotonic()
-        return text, end
+        return text, extras, end

@@ -173,12 +173,33 @@ def _join_check(tok, got: Answer, want: Expected, where: str) -> None:
                          f"{got.text!r}")
 
 
+def _with_their_text(got: Answer, where: str) -> None:
+    """Streamed, each chunk carries the entries of the tokens whose text begins in it, as
+    OpenAI streams them: after every chunk the entries so far cover the text so far (they
+    may run past it by the rest of the last token) and none begins past it."""
+    __tracebackhide__ = True
+    text, joined = "", ""
+    for i, (piece, entries) in enumerate(got.chunked):
+        text += piece
+        joined += "".join(e.text for e in entries)
+        last = next((e.text for e in reversed(entries)), None)
+        if not joined.startswith(text):
+            raise AssertionError(f"{where}: after chunk {i} the text is {text!r} but its "
+                                 f"logprobs cover {joined!r}: a chunk's logprobs came apart "
+                                 f"from its content")
+        if last is not None and (len(joined) - len(last) > len(text)
+                                 or (len(joined) - len(last) == len(text) and last)):
+            raise AssertionError(f"{where}: chunk {i} sends the logprob of {last!r} before "
+                                 f"its text ({text!r} sent so far)")
+
+
 @SERVED.check("V4-logprobs", applies=lambda s: s.logprobs)
 def check_logprobs(trace: ServedTrace) -> None:
     """V4: logprobs are the model's raw scores, whatever knobs are on: one entry per token
     with text in what the client got (never the end-of-turn or a stop id, never a token
     wholly inside a stop string), each the log-softmax of its own prefix's raw row with the
-    asked number of alternatives, likeliest first; joined, their tokens are the text."""
+    asked number of alternatives, likeliest first; joined, their tokens are the text; and
+    streamed, each chunk carries the entries of the tokens whose text begins in it."""
     __tracebackhide__ = True
     tok = trace.tokenizer
     for t in _judged(trace):
@@ -206,6 +227,7 @@ def check_logprobs(trace: ServedTrace) -> None:
                     raise AssertionError(f"{where}: token {i}'s alternatives are "
                                          f"{entry.top}; the raw row gives {want_top}")
             _join_check(tok, got, want, where)
+            _with_their_text(got, where)
 
 
 @SERVED.check("V5-n", applies=lambda s: s.answers_n)

@@ -32,6 +32,8 @@ class Answer:
     usage: dict | None = None
     index: int = 0
     pieces: list[str] = field(default_factory=list)  # streamed: each event's text
+    # streamed: each chunk's (text, logprob entries), as they came
+    chunked: list[tuple[str, list[Entry]]] = field(default_factory=list)
 
 
 def _entries(logprobs: dict | None) -> list[Entry] | None:
@@ -96,7 +98,7 @@ def streamed(reply: Reply) -> Stream:
         if "error" in chunk:
             raise AssertionError(f"the stream carried an error: {chunk['error']}")
         chunks.append(chunk)
-    pieces, ids, finish, entries, after = [], None, None, None, []
+    pieces, ids, finish, entries, after, chunked = [], None, None, None, [], []
     usage_chunks = [c for c in chunks if c.get("usage")]
     for chunk in chunks:
         for choice in chunk.get("choices") or []:
@@ -105,9 +107,11 @@ def streamed(reply: Reply) -> Stream:
                 after.append(text)
             if text:
                 pieces.append(text)
+            got = []
             if choice.get("logprobs") is not None:
                 got = _entries(choice["logprobs"]) or []
                 entries = (entries or []) + got
+            chunked.append((text, got))
             if choice.get("finish_reason") is not None:
                 if finish is not None:
                     raise AssertionError("two chunks carry a finish_reason")
@@ -116,5 +120,6 @@ def streamed(reply: Reply) -> Stream:
     first = chunks[0]["choices"][0] if chunks and chunks[0].get("choices") else {}
     role_first = (first.get("delta") or {}).get("role") == "assistant"
     answer = Answer("".join(pieces), ids, finish, entries,
-                    usage_chunks[-1]["usage"] if usage_chunks else None, pieces=pieces)
+                    usage_chunks[-1]["usage"] if usage_chunks else None, pieces=pieces,
+                    chunked=chunked)
     return Stream(answer, chunks, done_last, role_first, after, usage_chunks)

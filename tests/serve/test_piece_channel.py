@@ -22,7 +22,7 @@ def _drain(interval: float, produce) -> list[tuple[float, str, object]]:
         threading.Thread(target=produce, args=(channel,), daemon=True).start()
         got, end = [], None
         while end is None:
-            text, end = await asyncio.wait_for(channel.get(), timeout=30)
+            text, _, end = await asyncio.wait_for(channel.get(), timeout=30)
             got.append((time.monotonic() - start, text, end))
         return got
 
