@@ -27,6 +27,7 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from onebit.serve import responses_api
 from onebit.serve.auth import middleware
 from onebit.serve.engine import Engine
 from onebit.serve.errors import RequestError
@@ -130,6 +131,34 @@ def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL,
     async def chat(request: HTTPRequest):
         return await complete(request, CHAT)
 
+    stored = responses_api.ResponseStore()  # for previous_response_id and GET
+
+    async def responses(request: HTTPRequest):
+        """OpenAI's Responses API over the same chat decode (onebit.serve.responses_api)."""
+        loop = asyncio.get_running_loop()
+        try:
+            wanted = responses_api.parse_response_request(await body_of(request), stored)
+            if not wanted.request.stream:
+                completion = await loop.run_in_executor(decodes, engine.complete,
+                                                        wanted.request)
+                return JSONResponse(responses_api.finished(engine, wanted, stored, completion))
+            await loop.run_in_executor(pool, engine.check, wanted.request)
+        except RequestError as error:
+            return _refused(responses_api.renamed(error))
+        except Exception as error:  # a fault in the decode: say what, keep serving
+            return error_response(500, f"{type(error).__name__}: {error}", kind="server_error")
+        events = responses_api.response_events(engine, wanted, stored, loop, decodes,
+                                               stream_interval)
+        return StreamingResponse(events, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    async def stored_response(request: HTTPRequest):
+        try:
+            return JSONResponse(responses_api.stored_response(
+                stored, request.path_params["response_id"]))
+        except RequestError as error:
+            return _refused(error)
+
     async def http_error(_request: HTTPRequest, error: HTTPException) -> JSONResponse:
         return error_response(error.status_code, str(error.detail), code=str(error.status_code))
 
@@ -146,7 +175,9 @@ def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL,
               Route("/metrics", metrics_text, methods=["GET"]),
               Route("/v1/models", models, methods=["GET"]),
               Route("/v1/completions", completions, methods=["POST"]),
-              Route("/v1/chat/completions", chat, methods=["POST"])]
+              Route("/v1/chat/completions", chat, methods=["POST"]),
+              Route("/v1/responses", responses, methods=["POST"]),
+              Route("/v1/responses/{response_id}", stored_response, methods=["GET"])]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error},
                      lifespan=lifespan, middleware=middleware(api_key, cors_origins))
 
