@@ -54,11 +54,15 @@ def _body(i: int) -> dict:
 
 
 def _ask(client: Client, i: int, stream: bool) -> tuple[list[int], list[float]]:
-    if stream:
-        done = client.stream("/v1/chat/completions", _body(i)).last["choices"][0]
+    if stream:  # each chunk carries the logprobs of its own text
+        streamed = client.stream("/v1/chat/completions", _body(i))
+        choices = [c for chunk in streamed.chunks for c in chunk.get("choices", [])]
+        done = streamed.last["choices"][0]
     else:
         done = client.post("/v1/chat/completions", _body(i))["choices"][0]
-    logprobs = [e["logprob"] for e in (done.get("logprobs") or {}).get("content", [])]
+        choices = [done]
+    logprobs = [e["logprob"] for c in choices
+                for e in (c.get("logprobs") or {}).get("content", [])]
     return done["token_ids"], logprobs
 
 
