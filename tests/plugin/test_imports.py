@@ -57,9 +57,9 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "onebit",)),
     ("the harness's core: the contract core, assertions, doubles, MODULE:FUNC specs", (
         "pytest_onebit.contract.*", "pytest_onebit.doubles.*", "pytest_onebit.loader")),
-    ("the contracts: loop, base, sampling, batch", (
+    ("the contracts: loop, base, sampling, batch, served", (
         "pytest_onebit.loop.*", "pytest_onebit.base.*", "pytest_onebit.sampling.*",
-        "pytest_onebit.batch.*")),
+        "pytest_onebit.batch.*", "pytest_onebit.serve.*")),
     ("what holds other loops: native, peers, the mutant runner, the device rig", (
         "pytest_onebit.native.*", "pytest_onebit.peers.*", "pytest_onebit.mutants.*",
         "pytest_onebit.device.*")),
