@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     import onebit
     from onebit.heads.eagle import load_head
     from onebit.hub import model_path
-    from onebit.text.generate import trained_head_dir
+    from onebit.heads.registry import trained_head_dir
     from onebit.text.load import load_text_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

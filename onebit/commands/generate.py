@@ -12,9 +12,9 @@ import sys
 
 from onebit.commands.common import fail, positive, quiet_stdout
 from onebit.commands.compile_notice import watching_compiles
+from onebit.heads.registry import HEAD_NAMES
 from onebit.models.kernels import KERNELS, numba_available
 
-HEADS = ("none", "auto", "trained", "ngram", "mtp", "dflash")
 MAX_PROMPT_FILE = 16 << 20
 
 
@@ -29,7 +29,7 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", help="a system turn before the prompt")
     parser.add_argument("--max-tokens", type=positive("--max-tokens"), default=256,
                         help="most tokens to generate (default 256)")
-    parser.add_argument("--head", choices=HEADS, default="auto",
+    parser.add_argument("--head", choices=HEAD_NAMES, default="auto",
                         help="the draft head (default auto: prompt lookup under the cost policy, "
                         "which drafts only when it measures that it pays; ngram and trained run "
                         "under it too; none: plain decode)")

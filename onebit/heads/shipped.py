@@ -9,7 +9,7 @@ itself, by the sha256 of both of its files, checked before anything in them is r
 or replaced install is a `DraftFileError`, never a head that drafts something else).
 
 `onebit generate` / `chat` / `serve` and `onebit.generate` find it through
-`onebit.text.generate.trained_head`: a head the user trained for the same file
+`onebit.heads.registry.trained_head`: a head the user trained for the same file
 (`onebit train-head`, under $ONEBIT_HOME/heads) comes first, the shipped one after.
 """
 

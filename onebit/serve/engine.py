@@ -296,7 +296,7 @@ class Engine:
 
         if self.batch is None:
             head, k = head_for(self.head, self.model, speculative=request.speculative,
-                               draft=self.draft, k=self.k, sampled=request.sampling is not None)
+                               draft=self.draft, k=self.k, seeded=_seeded(request))
             base = wrapped(self.model)
             try:
                 result = self.run(base, head, ids, max_tokens=max_tokens, k=k,
@@ -331,7 +331,7 @@ class Engine:
         from onebit.batch import BatchRefused, BatchRequest, QueueFull
 
         factory, k = batched_head(self.head, speculative=request.speculative, k=self.k,
-                                  sampled=request.sampling is not None)
+                                  seeded=_seeded(request))
         try:
             handle = self.batch.submit(BatchRequest(
                 prompt=ids, max_tokens=max_tokens, head=factory, k=k,
@@ -357,6 +357,12 @@ class Engine:
         """Whether the consumer takes another token: not once the answer has ended (the loop
         stops at the consumer's False; this holds even if a loop did not)."""
         return finish == "length"
+
+
+def _seeded(request: Request) -> bool:
+    """A sampled request with a seed: it promises the same answer again (the head registry's
+    rule for `auto` reads it)."""
+    return request.sampling is not None and request.seed is not None
 
 
 def _at_capacity(why: str) -> RequestError:

@@ -9,16 +9,10 @@ stop token is emitted and committed, and `generate` leaves it out of the text.
 from __future__ import annotations
 
 import time
-import weakref
 from dataclasses import dataclass
 
 from onebit.text.chat import check_messages, render
 from onebit.text.errors import PromptError
-
-HEAD_NAMES = ("none", "auto", "trained", "ngram", "mtp", "dflash")
-# model -> {(head name, k): its PolicyHead} (policy_head): one policy per model and head, so
-# what it measured of the model's verify cost and of the head's acceptance carries over
-_POLICIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -77,9 +71,11 @@ def prompt_ids(model, tokenizer, prompt, max_tokens: int, *, chat: bool | None =
     return ids, max_tokens
 
 
-def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None) -> tuple[str, bool]:
+def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None,
+                tools: list | None = None) -> tuple[str, bool]:
     """The text to tokenize and whether it came from the chat template (whose text carries its
-    own BOS, so the tokenizer adds none)."""
+    own BOS, so the tokenizer adds none); `tools` (OpenAI's function tools) reach the template
+    as transformers passes them."""
     if isinstance(prompt, str):
         if chat is None:
             chat = tokenizer.chat_template is not None
@@ -95,126 +91,9 @@ def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None) -> 
     if system is not None:
         messages = [{"role": "system", "content": system}, *messages]
     text = render(tokenizer.chat_template, messages, add_generation_prompt=True,
-                  bos_token=tokenizer.bos_token or "", eos_token=tokenizer.eos_token or "")
+                  bos_token=tokenizer.bos_token or "", eos_token=tokenizer.eos_token or "",
+                  tools=tools)
     return text, True
-
-
-def resolve_head(head, model, *, k: int | None, draft=None, named_under_policy: bool = True):
-    """`head` as a DraftHead (None, "none", "auto", "trained", "ngram", "mtp", "dflash", or a
-    head object), and the k to draft with. None and "none" are plain decode. The named
-    one-pass heads run under `PolicyHead`, which sends each round only the drafts that pay on
-    this model and plain steps otherwise (`policy_head`), so none is slower than plain decode
-    by more than its bookkeeping: "auto" and "ngram" are prompt lookup under it, "trained"
-    the head `onebit train-head` made for the model's file (a `DraftError` when there is
-    none). "mtp" / "dflash" (two-pass) and a head object run as they are, and so do "ngram"
-    and "trained" with `named_under_policy=False` (every draft sent: the server's heads)."""
-    from onebit.tools.inputs import make_head, natural_k
-
-    if head is None or head == "none":
-        return None, k or 1
-    if head == "auto":
-        policy = auto_head(model)
-        return policy, k or policy.max_k
-    if head in ("ngram", "trained") and named_under_policy:
-        policy = policy_head(model, head, k)
-        return policy, k or policy.max_k
-    if head == "trained":
-        trained = _trained_or_error(model, k)
-        return trained, k or trained.k
-    if isinstance(head, str):
-        if head not in HEAD_NAMES:
-            raise ValueError(f"head must be one of {HEAD_NAMES} or a DraftHead, got {head!r}")
-        head = make_head(head, model, draft=draft, k=k or 8,
-                         model=getattr(model, "source", None))
-    return head, k or natural_k(head)
-
-
-def _file_name(model) -> str:
-    path = getattr(model, "source_path", None)
-    return path.name if path is not None else type(model).__name__
-
-
-def trained_head_dir(model):
-    """The directory of the head for the model's file: the one `onebit train-head` saved for
-    it, else the one shipped with onebit for it (onebit.heads.shipped), else None (also when
-    the model does not know its file). Both are found by the file's sha256."""
-    from onebit.heads.eagle import CONFIG_FILE, cached_head_dir
-    from onebit.heads.shipped import shipped_for
-
-    path = getattr(model, "source_path", None)
-    if path is None or not path.is_file():
-        return None
-    folder = cached_head_dir(path)
-    return folder if (folder / CONFIG_FILE).is_file() else shipped_for(path)
-
-
-def trained_head(model, *, k: int | None = None):
-    """The `EagleHead` of `trained_head_dir(model)`, or None when there is none. A head for
-    another file is never found, and loading checks the file's sha256 again."""
-    from onebit.heads.eagle import load_head
-
-    folder = trained_head_dir(model)
-    if folder is None:
-        return None
-    return load_head(folder, model, base_path=model.source_path, k=k)
-
-
-def _trained_or_error(model, k: int | None):
-    trained = trained_head(model, k=k)
-    if trained is None:
-        from onebit.heads.errors import DraftError
-
-        raise DraftError(f"no trained head for {_file_name(model)}: make one with "
-                         "`onebit train-head` (or pick another --head)")
-    return trained
-
-
-def policy_head(model, name: str = "ngram", k: int | None = None):
-    """The model's `PolicyHead` over its one-pass head `name` ("ngram": prompt lookup;
-    "trained": the head `onebit train-head` made for its file or shipped for it, a
-    `DraftError` when there is none; "hybrid": that head with prompt lookup in front,
-    onebit.heads.hybrid), drafting at most `k` a round (default: the head's own), made once
-    per model, name and k and kept with the model, so what it measured of the model's verify
-    cost and of the head's acceptance carries over from call to call."""
-    from onebit.heads import NgramHead
-    from onebit.heads.policy import PolicyHead
-
-    def make():
-        if name == "trained":
-            trained = _trained_or_error(model, k)
-            return PolicyHead(trained, max_k=trained.k)
-        if name == "hybrid":
-            from onebit.heads.hybrid import HybridHead
-
-            hybrid = HybridHead(_trained_or_error(model, None), n=3, k=k or 7)
-            return PolicyHead(hybrid, max_k=hybrid.k)
-        if name != "ngram":
-            raise ValueError(f"policy_head takes 'ngram', 'trained' or 'hybrid', got {name!r}")
-        return PolicyHead(NgramHead(n=3, k=k or 8), max_k=k or 7)
-
-    try:
-        kept = _POLICIES.setdefault(model, {})
-    except TypeError:  # a model that cannot be weakly referenced: a fresh policy each call
-        return make()
-    if (name, k) not in kept:
-        kept[(name, k)] = make()
-    return kept[(name, k)]
-
-
-def auto_head(model):
-    """The default head: the model's policy head over prompt lookup; over the trained head
-    with prompt lookup in front (`policy_head(model, "hybrid")`) instead when
-    `USE_TRAINED_BY_DEFAULT` is set and a head was trained or shipped for the model's file."""
-    if USE_TRAINED_BY_DEFAULT and trained_head_dir(model) is not None:
-        return policy_head(model, "hybrid")
-    return policy_head(model, "ngram")
-
-
-#: whether `auto` drafts with a trained head where one is found. Off: with the shipped head,
-#: the hybrid under the policy ran ten chat prompts at a median 1.00 of prompt lookup under
-#: the policy (worst 0.84, best 1.17; benchmarks/default_ab.py, docs/heads.md), so it does
-#: not beat the default it would replace
-USE_TRAINED_BY_DEFAULT = False
 
 
 def _greedy(sampling) -> bool:
@@ -237,7 +116,7 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     identical to plain decode's and sampled text from the same distribution; a sampled run
     with a `seed` (or `rng`) and the default head decodes plain, and a named head ("ngram",
     "trained") drafts without the policy, so the same seed gives the same text (the policy's
-    choices depend on its clock, and the draws on those choices).
+    choices depend on its clock, and the draws on those choices; onebit.heads.registry).
     `on_text(piece)` gets the text as it is decoded, never half a character. The run stops at
     EOS/EOT. A prompt that leaves no room in the context is a `PromptError`. `processors` (an
     `onebit.Processors`: penalties, `logit_bias`, `min_tokens`) process every score the loop
@@ -249,15 +128,15 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
 
     tok = model_tokenizer(model, tokenizer)
     ids, max_tokens = prompt_ids(model, tok, prompt, max_tokens, chat=chat, system=system)
+    from onebit.heads.registry import resolve
+
     seeded = sampling is not None and not _greedy(sampling) and (
         seed is not None or rng is not None)
-    if head == "auto" and seeded:
-        # a seed promises the same text again; the policy's draft lengths follow its clock,
-        # and a sampled run's draws follow the draft lengths: plain decode keeps the promise
-        head = None
-    # a head the caller named keeps its drafts under a seed, without the policy: every round
-    # drafts what the head gives, so the draws (and the text) replay
-    draft_head, k = resolve_head(head, model, k=k, draft=draft, named_under_policy=not seeded)
+    # a seeded sampled run under `auto` decodes plain (the registry's one rule: the policy's
+    # draft lengths follow its clock, and the draws follow the draft lengths); a head the
+    # caller named keeps its drafts under a seed, without the policy, so the draws (and the
+    # text) replay
+    draft_head, k = resolve(head, model, k=k, draft=draft, every_draft=seeded, seeded=seeded)
     stops = tok.stop_ids
     stream = tok.stream(skip_special_tokens=skip_special_tokens)
     stopped_on = []

@@ -80,9 +80,9 @@ def test_the_shipped_head_is_found_for_smollm2_and_refused_for_another_base(tmp_
     file; loading that head for a fabricated base of other sizes, or naming another file as
     its base, is a DraftMismatchError that names the file it was made for."""
     from onebit.heads.eagle import load_head
+    from onebit.heads.registry import trained_head
     from onebit.hub import skip_unless_cached
     from onebit.models import fabricate_model, load_model
-    from onebit.text.generate import trained_head
     from onebit.text.load import load_text_model
 
     path = skip_unless_cached("smollm2")  # before ONEBIT_HOME moves: the real cache's file
@@ -149,10 +149,10 @@ def test_auto_runs_the_hybrid_over_the_shipped_head_when_switched_on(monkeypatch
     the shipped head, and its text is plain decode's; off (the default, docs/heads.md), it is
     the policy over prompt lookup."""
     import onebit
+    from onebit.heads import registry as gen
     from onebit.heads.hybrid import HybridHead
     from onebit.heads.ngram import NgramHead
     from onebit.hub import skip_unless_cached
-    from onebit.text import generate as gen
     from onebit.text.load import load_text_model
 
     path = skip_unless_cached("smollm2")

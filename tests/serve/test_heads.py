@@ -1,5 +1,5 @@
 """The head a served request decodes with (`onebit.serve.heads`): by default prompt lookup
-under the cost policy for greedy requests, plain decoding for sampled ones; the named heads
+under the cost policy, plain decoding for seeded sampled requests; the named heads
 send every draft; and either way a greedy answer is plain decoding's."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ def smollm2():
 
 def test_the_default_drafts_under_the_policy_and_samples_plainly(smollm2):
     """The default is `auto`: a greedy request gets prompt lookup under the cost policy (so
-    it never sends drafts that do not pay); a sampled one, and one that asks for no
+    it never sends drafts that do not pay); a seeded sampled one, and one that asks for no
     speculation, decode plainly (a seeded answer must not follow the policy's clock)."""
     assert DEFAULT_HEAD == "auto"
     head, k = head_for(DEFAULT_HEAD, smollm2)
     assert isinstance(head, PolicyHead) and k == head.max_k
-    assert head_for(DEFAULT_HEAD, smollm2, sampled=True) == (None, 1)
+    assert head_for(DEFAULT_HEAD, smollm2, seeded=True) == (None, 1)
     assert head_for(DEFAULT_HEAD, smollm2, speculative=False) == (None, 1)
 
 
@@ -35,17 +35,17 @@ def test_a_named_head_sends_every_draft(smollm2):
     """`--head ngram` is prompt lookup itself, not under the policy: the served checks judge
     the drafts it sends, greedy and sampled."""
     for sampled in (False, True):
-        head, _ = head_for("ngram", smollm2, sampled=sampled)
+        head, _ = head_for("ngram", smollm2, seeded=sampled)
         assert isinstance(head, NgramHead)
 
 
 def test_the_batched_default_is_the_policy_too():
     """In parallel, `auto` makes a policy head per sequence over its share of the passes, and
-    a sampled request decodes plainly; `ngram` makes prompt lookup itself."""
+    a seeded sampled request decodes plainly; `ngram` makes prompt lookup itself."""
     factory, k = batched_head("auto")
     assert isinstance(factory(lambda: 0.0), PolicyHead) and k >= 1
-    assert batched_head("auto", sampled=True) == (None, 0)
-    ngram, _ = batched_head("ngram", sampled=True)
+    assert batched_head("auto", seeded=True) == (None, 0)
+    ngram, _ = batched_head("ngram", seeded=True)
     assert isinstance(ngram(lambda: 0.0), NgramHead)
 
 

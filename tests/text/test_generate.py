@@ -32,7 +32,7 @@ def test_ngram_head_gives_the_same_text(tiny_model):
 def test_auto_head_gives_the_same_text_and_keeps_its_policy(tiny_model):
     """head="auto" (prompt lookup under the cost policy) changes the cost, never the text; the
     policy is made once per model, so what it measured carries over to the next call."""
-    from onebit.text.generate import auto_head
+    from onebit.heads.registry import auto_head
 
     prompt = "abc abc abc abc abc abc abc abc"
     plain = onebit.generate(tiny_model, prompt, max_tokens=32, head="none")
@@ -45,7 +45,7 @@ def test_auto_head_gives_the_same_text_and_keeps_its_policy(tiny_model):
 def test_speculation_is_the_default_and_none_is_plain(tiny_model):
     """With no head named, generate runs the model's policy head (its rounds are counted
     there), with the text of plain decode; head=None and "none" run no head at all."""
-    from onebit.text.generate import auto_head
+    from onebit.heads.registry import auto_head
 
     prompt = "abc abc abc abc abc abc abc abc"
     policy = auto_head(tiny_model)
@@ -63,7 +63,7 @@ def test_a_seeded_sampled_run_with_the_default_head_is_reproducible(tiny_model):
     """The policy's draft lengths follow its clock and a sampled run's draws follow the draft
     lengths, so with a seed the default head decodes plain: the same seed, the same text, as
     `onebit.run` without a head gives; an unseeded sampled run still speculates."""
-    from onebit.text.generate import auto_head
+    from onebit.heads.registry import auto_head
 
     s = onebit.Sampling(temperature=0.9, top_k=40)
     policy = auto_head(tiny_model)
@@ -79,7 +79,7 @@ def test_a_seeded_sampled_run_with_a_named_head_drafts_without_the_policy(tiny_m
     """A head the caller named keeps drafting under a seed, but without the policy (whose
     draft lengths follow its clock): the rounds draft, the policy is not asked, and the same
     seed gives the same tokens however the box's load moves the clock."""
-    from onebit.text.generate import policy_head
+    from onebit.heads.registry import policy_head
 
     s = onebit.Sampling(temperature=0.9, top_k=40)
     policy = policy_head(tiny_model, "ngram", 4)
@@ -93,18 +93,18 @@ def test_a_seeded_sampled_run_with_a_named_head_drafts_without_the_policy(tiny_m
 
 def test_named_one_pass_heads_run_under_the_policy(tiny_model):
     """"ngram" (like "auto") is prompt lookup under the model's cost policy, one per (head, k)
-    and kept; with named_under_policy=False (the server's choice) it is the bare head, every
-    draft sent."""
+    and kept; with every_draft=True (the server's choice) it is the bare head, every draft
+    sent."""
     from onebit.heads import NgramHead
     from onebit.heads.policy import PolicyHead
-    from onebit.text.generate import auto_head, resolve_head
+    from onebit.heads.registry import auto_head, resolve
 
-    ngram, k = resolve_head("ngram", tiny_model, k=None)
+    ngram, k = resolve("ngram", tiny_model, k=None)
     assert ngram is auto_head(tiny_model) and k == ngram.max_k
-    capped, k = resolve_head("ngram", tiny_model, k=3)
+    capped, k = resolve("ngram", tiny_model, k=3)
     assert isinstance(capped, PolicyHead) and capped.max_k == 3 and k == 3
-    assert capped is resolve_head("ngram", tiny_model, k=3)[0] and capped is not ngram
-    bare, k = resolve_head("ngram", tiny_model, k=3, named_under_policy=False)
+    assert capped is resolve("ngram", tiny_model, k=3)[0] and capped is not ngram
+    bare, k = resolve("ngram", tiny_model, k=3, every_draft=True)
     assert isinstance(bare, NgramHead) and k == 3
 
 

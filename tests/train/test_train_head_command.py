@@ -70,8 +70,8 @@ def test_trained_without_a_head_is_a_clear_error(tmp_path):
     sha256 matches neither) is a DraftError naming the command that makes one. (SmolLM2's own
     file now finds the shipped head: tests/heads/test_shipped.py.)"""
     from onebit.heads.errors import DraftError
+    from onebit.heads.registry import resolve
     from onebit.hub import skip_unless_cached
-    from onebit.text.generate import resolve_head
     from onebit.text.load import load_text_model
 
     model = load_text_model(skip_unless_cached("smollm2"), kernel="int8")
@@ -79,4 +79,4 @@ def test_trained_without_a_head_is_a_clear_error(tmp_path):
     other.write_bytes(b"not the file any head was made for")
     model.source_path = other
     with pytest.raises(DraftError, match="onebit train-head"):
-        resolve_head("trained", model, k=None)
+        resolve("trained", model, k=None)
