@@ -49,6 +49,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                             "loop: the text to stdout, the speed and cost to stderr.")
     parser.add_argument("prompt", nargs="?", help="the prompt (or --prompt-file)")
     parser.add_argument("--prompt-file", help="read the prompt from this UTF-8 file")
+    parser.add_argument("--prediction", metavar="FILE", help="a UTF-8 file holding a guess of "
+                        "the answer (OpenAI's predicted outputs: an edit's original text): its "
+                        "tokens are the drafts, and the text is the text without it")
     parser.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                         help="wrap the prompt in the model's chat template (default: when the "
                         "model has one); --no-chat sends the text as it is")
@@ -56,21 +59,22 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return parser
 
 
-def read_prompt_file(path: str) -> str:
-    """The prompt file's text; a ValueError naming the file and the byte where UTF-8 breaks."""
+def read_prompt_file(path: str, option: str = "--prompt-file") -> str:
+    """The prompt file's text; a ValueError naming the option, the file and the byte where
+    UTF-8 breaks."""
     from onebit.text.errors import PromptError
 
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_PROMPT_FILE + 1)
     except OSError as e:
-        raise PromptError(f"--prompt-file {path}: {e.strerror or e}") from None
+        raise PromptError(f"{option} {path}: {e.strerror or e}") from None
     if len(data) > MAX_PROMPT_FILE:
-        raise PromptError(f"--prompt-file {path} is over {MAX_PROMPT_FILE} bytes")
+        raise PromptError(f"{option} {path} is over {MAX_PROMPT_FILE} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PromptError(f"--prompt-file {path} is not valid UTF-8 "
+        raise PromptError(f"{option} {path} is not valid UTF-8 "
                           f"(byte {e.start}: {data[e.start:e.start + 1]!r})") from None
 
 
@@ -129,7 +133,7 @@ def run_generation(model, prompt, args, *, chat, watch=None) -> object:
     gen = onebit.generate(model, prompt, chat=chat, system=args.system,
                           max_tokens=args.max_tokens, head=args.head, k=args.k,
                           sampling=sampling_of(args), seed=args.seed, draft=args.draft,
-                          on_text=write)
+                          on_text=write, prediction=getattr(args, "prediction_text", None))
     write("\n")
     compiled = watch.take() if watch is not None else 0.0
     print(report(gen, args.head, compiled), file=sys.stderr, flush=True)
@@ -141,6 +145,8 @@ def main(args: argparse.Namespace) -> int:
         if (args.prompt is None) == (args.prompt_file is None):
             raise ValueError("give a prompt or --prompt-file, not both or neither")
         prompt = args.prompt if args.prompt is not None else read_prompt_file(args.prompt_file)
+        if args.prediction is not None:
+            args.prediction_text = read_prompt_file(args.prediction, "--prediction")
         model = load_for_text(args)
         with watching_compiles() as watch:
             run_generation(model, prompt, args, chat=args.chat, watch=watch)

@@ -96,6 +96,26 @@ def prompt_text(tokenizer, prompt, *, chat: bool | None, system: str | None,
     return text, True
 
 
+def _prediction_head(tok, prediction, prompt_len: int, head, k: int | None):
+    """(head, k) drafting from `prediction`; (None, 1) when `head` is plain decode."""
+    from onebit.heads.prediction import PREDICTION_K, PredictionHead
+
+    if head is None or head == "none":
+        return None, k or 1
+    if head != "auto":
+        raise ValueError(f"prediction= drafts from the prediction itself: pass head='auto' (the "
+                         f"default) or 'none', not {head!r}")
+    if isinstance(prediction, str):
+        predicted = tok.encode(prediction, add_special_tokens=False)
+    elif isinstance(prediction, list | tuple) and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prediction):
+        predicted = list(prediction)
+    else:
+        raise ValueError(f"prediction must be a str or a list of token ids, got "
+                         f"{type(prediction).__name__}")
+    return PredictionHead(predicted, prompt_len, k=k or PREDICTION_K), k or PREDICTION_K
+
+
 def _greedy(sampling) -> bool:
     greedy = getattr(sampling, "greedy", False)
     return bool(greedy() if callable(greedy) else greedy)
@@ -104,7 +124,8 @@ def _greedy(sampling) -> bool:
 def generate(model, prompt, *, chat: bool | None = None, system: str | None = None,
              max_tokens: int = 256, head="auto", k: int | None = None, sampling=None,
              seed: int | None = None, rng=None, fallback=None, on_text=None, tokenizer=None,
-             draft=None, skip_special_tokens: bool = True, processors=None) -> Generation:
+             draft=None, skip_special_tokens: bool = True, processors=None,
+             prediction=None) -> Generation:
     """Generate text after `prompt` (a str, or chat messages [{"role", "content"}, ...]).
 
     A str goes through the model's chat template when it has one (`chat=None`), or always
@@ -122,7 +143,10 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     `onebit.Processors`: penalties, `logit_bias`, `min_tokens`) process every score the loop
     reads with its own prefix's state (`onebit.processors.ProcessedBase`), so speculation
     keeps the text plain decoding gives with the same knobs; `min_tokens` holds the model's
-    stop tokens back.
+    stop tokens back. `prediction` (a str, or token ids) is a guess of the answer, OpenAI's
+    predicted outputs: its tokens become the drafts (`onebit.heads.prediction`), so an answer
+    that repeats it costs a pass per 33 tokens, and the text is the text without it (the
+    head must then be "auto", the default, or "none" for the same request decoded plainly).
     """
     from onebit.loop import run
 
@@ -136,7 +160,11 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     # draft lengths follow its clock, and the draws follow the draft lengths); a head the
     # caller named keeps its drafts under a seed, without the policy, so the draws (and the
     # text) replay
-    draft_head, k = resolve(head, model, k=k, draft=draft, every_draft=seeded, seeded=seeded)
+    if prediction is not None:
+        draft_head, k = _prediction_head(tok, prediction, len(ids), head, k)
+    else:
+        draft_head, k = resolve(head, model, k=k, draft=draft, every_draft=seeded,
+                                seeded=seeded)
     stops = tok.stop_ids
     stream = tok.stream(skip_special_tokens=skip_special_tokens)
     stopped_on = []
