@@ -16,8 +16,8 @@ import time
 def main(argv: list[str] | None = None) -> None:
     import onebit
     from onebit.heads.eagle import load_head
-    from onebit.hub import model_path
     from onebit.heads.registry import trained_head_dir
+    from onebit.hub import model_path
     from onebit.text.load import load_text_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

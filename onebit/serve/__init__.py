@@ -2,9 +2,10 @@
 
 One module per job: `requests` validates a body into a `Request`, `engine` decodes it through
 the speculative loop (`stops` cuts at stop strings, `scores` records log-probabilities,
-`heads` picks the draft head), `responses` shapes OpenAI's JSON, `app` is the starlette app,
-`server` runs it under uvicorn. starlette and uvicorn are the `serve` extra; importing this
-package does not need them, only `create_app` and `server` do.
+`heads` picks the draft head), `tools` checks, renders, constrains and parses tool calls,
+`responses` shapes OpenAI's JSON, `app` is the starlette app, `server` runs it under uvicorn.
+starlette and uvicorn are the `serve` extra; importing this package does not need them, only
+`create_app` and `server` do.
 """
 
 from __future__ import annotations

@@ -256,8 +256,9 @@ async def _stream(engine: Engine, wanted, loop: asyncio.AbstractEventLoop,
         end, streamed = None, 0  # logprob entries sent with their text
         while end is None:
             text, entries, end = await channel.get()
-            if text:
-                yield _event(answer.text_chunk(text, tok, entries))
+            chunk = answer.text_chunk(text, tok, entries) if text else None
+            if chunk is not None:  # None: text held back (it may be a tool call)
+                yield _event(chunk)
                 streamed += len(entries)
         kind, value = end
         if kind == "done":

@@ -26,6 +26,7 @@ from onebit.serve.heads import DEFAULT_HEAD, batched_head, head_for
 from onebit.serve.requests import CHAT, Request
 from onebit.serve.scores import ScoredBase, TokenLogprob
 from onebit.serve.stops import StopText
+from onebit.serve.tools import chat_prompt
 from onebit.text.errors import ChatTemplateError
 from onebit.text.generate import context_length, prompt_text
 
@@ -130,9 +131,11 @@ class Engine:
         tok = self.model.tokenizer
         where = "messages" if request.kind == CHAT else "prompt"
         try:
-            text, from_template = prompt_text(tok, request.prompt,
-                                              chat=request.kind == CHAT,
-                                              system=None)
+            prompt, tools = request.prompt, None
+            if request.kind == CHAT:  # the tools, and calls in the history (serve.tools)
+                prompt, tools = chat_prompt(tok, prompt, request.tools)
+            text, from_template = prompt_text(tok, prompt, chat=request.kind == CHAT,
+                                              system=None, tools=tools)
         except ChatTemplateError as error:
             raise RequestError(where, str(error)) from None
         ids = tok.encode(text, add_special_tokens=not from_template)

@@ -5,8 +5,10 @@ the field. The knobs (`presence_penalty`, `frequency_penalty`, vLLM's `repetitio
 `logit_bias`, `min_tokens`, `stop_token_ids`, `n`, and `response_format`'s JSON object or JSON
 schema, a grammar through onebit.grammar) become an `onebit.processors.Processors` and the
 request's own fields; fields onebit does not implement are refused when they would change the
-answer (`best_of`, `echo`, `suffix`, tools) rather than silently ignored; fields that change
-nothing here (`user`, `model`) are accepted. `speculative` is onebit's
+answer (`best_of`, `echo`, `suffix`, the legacy `functions`) rather than silently ignored;
+fields that change nothing here (`user`, `model`) are accepted. Chat's `tools`, `tool_choice`
+and `parallel_tool_calls`, and messages' `tool_calls` / `tool_call_id`, are checked by
+onebit.serve.tools and carried as `Request.tools`. `speculative` is onebit's
 own: false decodes the same request plainly, with no draft head, which is how a black-box
 harness compares speculation against the same server's plain decode.
 
@@ -22,10 +24,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from onebit.processors import ProcessorError, Processors
 from onebit.sampling import Sampling
 from onebit.serve.errors import RequestError
+from onebit.serve.fields import checked_text, is_jsonable, is_neutral, refuse_unknown
+
+if TYPE_CHECKING:
+    from onebit.serve.tools import ToolSpec
 
 COMPLETION, CHAT = "completion", "chat"
 MAX_STOPS = 4          # OpenAI's limit
@@ -40,25 +47,26 @@ READ_BOTH = frozenset({
     "logprobs", "max_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty",
     "logit_bias", "min_tokens", "stop_token_ids", "response_format", "speculative"})
 READ = {COMPLETION: READ_BOTH | {"prompt"},
-        CHAT: READ_BOTH | {"messages", "top_logprobs", "max_completion_tokens"}}
+        CHAT: READ_BOTH | {"messages", "top_logprobs", "max_completion_tokens", "tools",
+                           "tool_choice", "parallel_tool_calls"}}
 
 # Fields that cannot change the answer, accepted whatever they hold and ignored: who asks
 # (`user`, `safety_identifier`), what OpenAI would keep or bill (`metadata`, `store`,
-# `service_tier`), a cache hint (`prompt_cache_key`), vLLM's `return_token_ids` (the ids are
-# always returned) and, with no tools served, `parallel_tool_calls`.
+# `service_tier`), a cache hint (`prompt_cache_key`) and vLLM's `return_token_ids` (the ids
+# are always returned).
 IGNORED_BOTH = frozenset({"user", "metadata", "store", "service_tier", "safety_identifier",
                           "prompt_cache_key", "return_token_ids"})
-IGNORED = {COMPLETION: IGNORED_BOTH, CHAT: IGNORED_BOTH | {"parallel_tool_calls"}}
+IGNORED = {COMPLETION: IGNORED_BOTH, CHAT: IGNORED_BOTH}
 
 # Fields that would change the answer and that onebit does not do: refused by name, never
 # ignored. Each maps to the values that mean "not used", which are accepted (null always is),
 # and to what to do instead.
-_NO_TOOLS = "tools are not served yet"
+_NO_TOOLS = "tools are served on /v1/chat/completions only"
+_LEGACY = "the legacy functions API is not served: send tools (and tool_choice)"
 UNSUPPORTED_BOTH = {
     "best_of": ((1,), "one sequence is decoded per answer; n asks for more answers"),
     "echo": ((False,), "the answer never repeats the prompt"),
-    "tools": (([],), _NO_TOOLS),
-    "functions": (([],), _NO_TOOLS),
+    "functions": (([],), _LEGACY),
     "ignore_eos": ((False,), "the model's end-of-turn token always ends the answer; "
                    "min_tokens holds it back for that many tokens"),
     "min_p": ((0,), "top_p and top_k are the filters served"),
@@ -70,11 +78,10 @@ UNSUPPORTED_BOTH = {
                     "\"json_schema\": {\"name\": ..., \"schema\": ...}}"),
 }
 UNSUPPORTED = {
-    COMPLETION: {**UNSUPPORTED_BOTH,
+    COMPLETION: {**UNSUPPORTED_BOTH, "tools": (([],), _NO_TOOLS),
                  "suffix": (("",), "onebit serve does not fill in the middle")},
     CHAT: {**UNSUPPORTED_BOTH,
-           "tool_choice": (("none", "auto"), _NO_TOOLS),
-           "function_call": (("none", "auto"), _NO_TOOLS),
+           "function_call": (("none", "auto"), _LEGACY),
            "continue_final_message": ((False,), "the chat template always opens a new "
                                       "assistant turn"),
            "add_generation_prompt": ((True,), "the chat template always opens a new "
@@ -120,6 +127,7 @@ class Request:
     stop_token_ids: tuple[int, ...] = ()  # end the answer (kept, as an EOS is)
     n: int = 1  # independent answers; seeded, answer i draws from seed + i
     max_tokens_param: str | None = "max_tokens"
+    tools: ToolSpec | None = None  # chat's tools (onebit.serve.tools); None: none given
 
 
 def _is_int(value) -> bool:
@@ -168,18 +176,6 @@ def _bool(body: dict, name: str, default: bool, where: str = "") -> bool:
     return value
 
 
-def _text(value: str, where: str) -> str:
-    """`value` if it is text a tokenizer can take: JSON's `\\ud800` escapes decode to lone
-    surrogates, which are no Unicode characters and no UTF-8; refused naming the field."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise RequestError(where, f"{where} holds invalid Unicode at character {error.start} "
-                           f"(a lone surrogate, {value[error.start]!r}): send UTF-8 text") \
-            from None
-    return value
-
-
 def _stop(body: dict) -> tuple[str, ...]:
     value = body.get("stop")
     if value is None:
@@ -194,26 +190,8 @@ def _stop(body: dict) -> tuple[str, ...]:
         where = "stop" if isinstance(value, str) else f"stop[{i}]"
         if not isinstance(item, str) or not item:
             raise RequestError(where, f"{where} must be a non-empty string, got {item!r}")
-        _text(item, where)
+        checked_text(item, where)
     return tuple(items)
-
-
-def _refuse_unknown(keys, allowed, where: str, what: str) -> None:
-    """The first of `keys` not in `allowed` refused, named `where` + key: an unknown field is
-    never dropped, since it may be one that would change the answer."""
-    for key in keys:
-        if key not in allowed:
-            name = f"{where}.{key}" if where else str(key)
-            raise RequestError(name, f"unknown field {name!r}: onebit serve does not implement "
-                               f"it, and refuses it rather than ignore what could change "
-                               f"{what} (docs/serve.md lists the fields)")
-
-
-def _is_neutral(value, neutrals: tuple) -> bool:
-    """Whether `value` means "not used": null, or one of `neutrals` (a bool only as a bool:
-    `1` is not `true`, `false` is not `0`)."""
-    return value is None or any(isinstance(value, bool) == isinstance(n, bool) and value == n
-                                for n in neutrals)
 
 
 def _refuse_fields(kind: str, body: dict) -> None:
@@ -223,19 +201,11 @@ def _refuse_fields(kind: str, body: dict) -> None:
     for name, value in body.items():
         if name in unsupported:
             neutrals, why = unsupported[name]
-            if not _is_neutral(value, neutrals):
-                shown = json.dumps(value)[:60] if _is_jsonable(value) else repr(value)[:60]
+            if not is_neutral(value, neutrals):
+                shown = json.dumps(value)[:60] if is_jsonable(value) else repr(value)[:60]
                 raise RequestError(name, f"{name}={shown} is not supported by onebit serve: "
                                    f"{why}")
-    _refuse_unknown(body, READ[kind] | IGNORED[kind] | unsupported.keys(), "", "the answer")
-
-
-def _is_jsonable(value) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
+    refuse_unknown(body, READ[kind] | IGNORED[kind] | unsupported.keys(), "", "the answer")
 
 
 def _sampling(body: dict) -> tuple[Sampling | None, int | None]:
@@ -260,33 +230,37 @@ def _completion_prompt(body: dict) -> str:
                            f"{type(prompt).__name__}")
     if not prompt:
         raise RequestError("prompt", "prompt is empty")
-    return _text(prompt, "prompt")
+    return checked_text(prompt, "prompt")
 
 
 def _messages(body: dict) -> list[dict]:
-    """The messages as {"role", "content"} dicts with text content. Another key is refused by
-    name (`tool_calls` among them, tools not being served), except `name`, accepted and not
-    rendered; a key holding null counts as absent, as transformers drops it."""
+    """The messages as {"role", "content"} dicts with text content, an assistant's
+    `tool_calls` and a tool result's `tool_call_id` added as onebit.serve.tools checks them.
+    Another key is refused by name, except `name`, accepted and not rendered; a key holding
+    null counts as absent, as transformers drops it."""
+    from onebit.serve.tools import MESSAGE_KEYS as TOOL_KEYS
+    from onebit.serve.tools import message_fields
+
     messages = body.get("messages")
     if messages is None:
         raise RequestError("messages", "messages is required")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages", "messages must be a non-empty list")
-    checked = []
+    checked, call_ids = [], set()
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
             raise RequestError(where, f"{where} must be an object, got "
                                f"{type(message).__name__}")
-        if message.get("tool_calls") is not None:
-            raise RequestError(f"{where}.tool_calls", f"{where}.tool_calls is not supported "
-                               f"by onebit serve: {_NO_TOOLS}")
-        _refuse_unknown([k for k, v in message.items() if v is not None], MESSAGE_KEYS, where,
-                        "the prompt")
-        if not isinstance(message.get("role"), str):
+        role = message.get("role")
+        extra = TOOL_KEYS.get(role, frozenset()) if isinstance(role, str) else frozenset()
+        refuse_unknown([k for k, v in message.items() if v is not None], MESSAGE_KEYS | extra,
+                        where, "the prompt")
+        if not isinstance(role, str):
             raise RequestError(f"{where}.role", f"{where}.role must be a string")
-        checked.append({"role": _text(message["role"], f"{where}.role"),
-                        "content": _content(message["role"], message.get("content"), where)})
+        checked.append({"role": checked_text(role, f"{where}.role"),
+                        "content": _content(role, message.get("content"), where),
+                        **message_fields(role, message, where, call_ids)})
     return checked
 
 
@@ -298,7 +272,7 @@ def _content(role: str, content, where: str) -> str:
     if content is None and role == "assistant":
         return ""
     if isinstance(content, str):
-        return _text(content, f"{where}.content")
+        return checked_text(content, f"{where}.content")
     if not isinstance(content, list):
         raise RequestError(f"{where}.content", f"{where}.content must be a string or a list "
                            "of text parts (onebit serve takes text content only)")
@@ -311,10 +285,10 @@ def _content(role: str, content, where: str) -> str:
         if part.get("type") != "text":
             raise RequestError(f"{at}.type", f"{at}.type is {part.get('type')!r}: onebit "
                                "serve takes text parts only (\"type\": \"text\")")
-        _refuse_unknown(part, TEXT_PART_KEYS, at, "the prompt")
+        refuse_unknown(part, TEXT_PART_KEYS, at, "the prompt")
         if not isinstance(part.get("text"), str):
             raise RequestError(f"{at}.text", f"{at}.text must be a string")
-        texts.append(_text(part["text"], f"{at}.text"))
+        texts.append(checked_text(part["text"], f"{at}.text"))
     return "\n".join(texts)
 
 
@@ -355,9 +329,11 @@ def _token_ids(body: dict, name: str, limit: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _processors(body: dict, stop_token_ids: tuple[int, ...]) -> Processors | None:
+def _processors(body: dict, stop_token_ids: tuple[int, ...],
+                tools: ToolSpec | None = None) -> Processors | None:
     """The knobs as `Processors` (None when none changes a score). The ids min_tokens holds
-    back (the model's stop tokens) are added by the engine, which knows them."""
+    back (the model's stop tokens) are added by the engine, which knows them; `tools` make
+    the grammar theirs (onebit.serve.tools.ToolSpec.grammar)."""
     bias = body.get("logit_bias")
     if bias is not None and not isinstance(bias, dict):
         raise RequestError("logit_bias", "logit_bias must be an object of token id -> bias")
@@ -377,6 +353,8 @@ def _processors(body: dict, stop_token_ids: tuple[int, ...]) -> Processors | Non
               "repetition_penalty": body.get("repetition_penalty", 1),
               "logit_bias": ids, "min_tokens": body.get("min_tokens", 0),
               "held": frozenset(stop_token_ids), "grammar": _grammar(body)}
+    if tools is not None:
+        fields["grammar"] = tools.grammar(fields["grammar"])
     for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens"):
         if fields[name] is None:
             fields[name] = {"repetition_penalty": 1}.get(name, 0)
@@ -405,7 +383,7 @@ def _grammar(body: dict):
     from onebit.grammar import Grammar, GrammarError
 
     if kind in RESPONSE_FORMAT_KEYS:
-        _refuse_unknown(form, RESPONSE_FORMAT_KEYS[kind], "response_format", "the answer")
+        refuse_unknown(form, RESPONSE_FORMAT_KEYS[kind], "response_format", "the answer")
     try:
         if kind == "text":
             return None
@@ -434,7 +412,7 @@ def _json_schema(form: dict) -> dict:
     if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
         raise RequestError(where, f"{where} must be an object whose 'schema' is a JSON schema "
                            "object")
-    _refuse_unknown(spec, JSON_SCHEMA_KEYS, where, "the answer")
+    refuse_unknown(spec, JSON_SCHEMA_KEYS, where, "the answer")
     for key, kind in (("name", str), ("description", str), ("strict", bool)):
         value = spec.get(key)
         if value is not None and not isinstance(value, kind):
@@ -452,7 +430,7 @@ def _stream_options(body: dict, stream: bool) -> bool:
         return False
     if not isinstance(options, dict):
         raise RequestError("stream_options", "stream_options must be an object")
-    _refuse_unknown(options, STREAM_OPTION_KEYS, "stream_options", "the stream")
+    refuse_unknown(options, STREAM_OPTION_KEYS, "stream_options", "the stream")
     include_usage = _bool(options, "include_usage", False, "stream_options")
     _bool(options, "include_obfuscation", False, "stream_options")
     if _bool(options, "continuous_usage_stats", False, "stream_options"):
@@ -486,11 +464,16 @@ def parse(kind: str, body: object) -> Request:
     include_usage = _stream_options(body, stream)
     stop_token_ids = _token_ids(body, "stop_token_ids", MAX_STOP_TOKEN_IDS)
     max_tokens, max_tokens_param = _max_tokens(kind, body)
+    tools = None
+    if kind == CHAT:
+        from onebit.serve.tools import parse_tools
+
+        tools = parse_tools(body)
     return Request(kind=kind, prompt=prompt, max_tokens=max_tokens,
                    stop=_stop(body), sampling=sampling, seed=seed,
                    logprobs=_logprobs(kind, body), stream=stream,
                    include_usage=include_usage,
                    speculative=_bool(body, "speculative", True),
-                   processors=_processors(body, stop_token_ids),
+                   processors=_processors(body, stop_token_ids, tools),
                    stop_token_ids=stop_token_ids, n=_n(body, stream),
-                   max_tokens_param=max_tokens_param)
+                   max_tokens_param=max_tokens_param, tools=tools)

@@ -7,6 +7,15 @@ pieces, each with the logprobs of the tokens whose text begins in it, and its `t
 whole in the last chunk, the one with the `finish_reason`: the pieces are released as stop
 strings allow, not token by token. The
 `onebit` field says what speculation did (head, rounds, drafts proposed and accepted).
+
+With tools (and a `tool_choice` other than "none") a chat answer's text is parsed into content
+and calls (onebit.serve.tools.CallStream): the message carries `tool_calls` and
+`finish_reason` is "tool_calls" when the answer made one and ended at its end of turn.
+Streamed, the text that may still become a call is held back, and each call goes out whole,
+once complete, as one `delta.tool_calls` entry (index, id, type, name and all its
+arguments). The logprobs list every token of the answer, those of the calls' text included,
+as for a text answer; streamed, each chunk carries those of the text handed over with it,
+held back or not.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import uuid
 
 from onebit.serve.engine import Completion
 from onebit.serve.requests import CHAT, Request
+from onebit.serve.tools import parse_answer
 
 
 def _token_text(tok, token: int) -> str:
@@ -82,6 +92,9 @@ class Answer:
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
         self._offsets = None  # a stream's completions text_offset, across its chunks
+        tools = request.tools
+        self._calls = tools.stream() if tools is not None and tools.parses else None
+        self._called = 0  # calls streamed so far
 
     def _envelope(self, obj: str, choices: list) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
@@ -97,6 +110,12 @@ class Answer:
                       "logprobs": logprobs_of(tok, self.request, c), "token_ids": c.token_ids}
             if self.request.kind == CHAT:
                 choice["message"] = {"role": "assistant", "content": c.text}
+                if self._calls is not None:
+                    content, calls = parse_answer(self.request.tools, c.text)
+                    choice["message"]["content"] = content
+                    if calls:
+                        choice["message"]["tool_calls"] = calls
+                        choice["finish_reason"] = _finish(c, calls)
             else:
                 choice["text"] = c.text
             choices.append(choice)
@@ -125,9 +144,15 @@ class Answer:
             "index": 0, "delta": {"role": "assistant", "content": ""},
             "finish_reason": None, "logprobs": None}])
 
-    def text_chunk(self, text: str, tok=None, entries=()) -> dict:
+    def text_chunk(self, text: str, tok=None, entries=()) -> dict | None:
         """A piece of the text, with the logprobs of the tokens whose text begins in it (as
-        OpenAI streams them) when logprobs were asked."""
+        OpenAI streams them) when logprobs were asked. With calls parsed, the content and
+        calls the piece settles (None when it settles nothing and carries no logprobs)."""
+        calls = []
+        if self._calls is not None:
+            text, calls = self._calls.push(text)
+            if not text and not calls and not entries:
+                return None
         logprobs = None
         if self.request.logprobs is not None:
             if self.request.kind == CHAT:
@@ -136,16 +161,41 @@ class Answer:
                 if self._offsets is None:
                     self._offsets = _Offsets(tok)
                 logprobs = _completion_logprobs(tok, entries, self._offsets.of(entries))
-        return self._piece(text, finish_reason=None, logprobs=logprobs)
+        return self._with_calls(text, calls, logprobs)
+
+    def _with_calls(self, text: str, calls: list[dict], logprobs=None) -> dict:
+        """A chunk of `text` and `calls`, each call whole in OpenAI's delta form (index, id,
+        type, name and all its arguments), numbered across the stream."""
+        chunk = self._piece(text, finish_reason=None, logprobs=logprobs)
+        if calls:
+            chunk["choices"][0]["delta"]["tool_calls"] = [
+                {"index": self._called + i, **call} for i, call in enumerate(calls)]
+            self._called += len(calls)
+        return chunk
 
     def last_chunks(self, tok, completion: Completion, streamed: int = 0) -> list[dict]:
         """The chunk with the finish reason, the ids and the logprobs not yet sent with their
         text (`streamed` were); then the usage chunk when `stream_options.include_usage` asked
-        for it."""
-        chunks = [{**self._piece("", finish_reason=completion.finish_reason,
+        for it. With calls parsed, what was held back goes first: an unfinished block as
+        content, the calls the answer's end completes."""
+        chunks, finish = [], completion.finish_reason
+        if self._calls is not None:
+            text, calls = self._calls.finish()
+            if text or calls:
+                chunks.append(self._with_calls(text, calls))
+            if self._called:
+                finish = _finish(completion, self._calls.calls)
+        chunks += [{**self._piece("", finish_reason=finish,
                                  logprobs=logprobs_of(tok, self.request, completion, streamed),
                                  token_ids=completion.token_ids), "onebit": completion.stats}]
         if self.request.include_usage:
             chunks.append({**self._envelope(self._chunk_object(), []),
                            "usage": usage(completion)})
         return chunks
+
+
+def _finish(completion: Completion, calls: list[dict]) -> str:
+    """"tool_calls" for an answer that made calls and ended at its end of turn (or a stop);
+    its own finish reason otherwise (a budget that ran out is "length")."""
+    return "tool_calls" if calls and completion.finish_reason == "stop" else \
+        completion.finish_reason

@@ -37,15 +37,8 @@ from dataclasses import dataclass, field
 
 from onebit.serve.engine import Completion, Engine
 from onebit.serve.errors import RequestError
-from onebit.serve.requests import (
-    CHAT,
-    Request,
-    _is_jsonable,
-    _is_neutral,
-    _refuse_unknown,
-    _text,
-    parse,
-)
+from onebit.serve.fields import checked_text, is_jsonable, is_neutral, refuse_unknown
+from onebit.serve.requests import CHAT, Request, parse
 from onebit.serve.stream import PieceChannel
 
 # The body's fields: read, accepted and ignored (they cannot change the answer), or refused
@@ -54,7 +47,7 @@ READ = frozenset({"model", "input", "instructions", "max_output_tokens", "temper
                   "top_p", "stream", "previous_response_id", "store", "metadata", "user",
                   "text", "parallel_tool_calls", "tool_choice"})
 IGNORED = frozenset({"safety_identifier", "service_tier", "prompt_cache_key"})
-_NO_TOOLS = "tools are not served yet"
+_NO_TOOLS = "tools are served on /v1/chat/completions, not yet on /v1/responses"
 UNSUPPORTED = {
     "tools": (([],), _NO_TOOLS),
     "include": (([],), "onebit serve adds nothing to the output"),
@@ -187,31 +180,31 @@ def _output_text(text: str) -> dict:
 
 
 def _shown(value) -> str:
-    return json.dumps(value)[:60] if _is_jsonable(value) else repr(value)[:60]
+    return json.dumps(value)[:60] if is_jsonable(value) else repr(value)[:60]
 
 
 def _refuse_fields(body: dict) -> None:
     for name, value in body.items():
         if name in UNSUPPORTED:
             neutrals, why = UNSUPPORTED[name]
-            if not _is_neutral(value, neutrals):
+            if not is_neutral(value, neutrals):
                 raise RequestError(name, f"{name}={_shown(value)} is not supported by onebit "
                                    f"serve: {why}")
-    _refuse_unknown(body, READ | IGNORED | UNSUPPORTED.keys() | {"reasoning"}, "",
+    refuse_unknown(body, READ | IGNORED | UNSUPPORTED.keys() | {"reasoning"}, "",
                     "the answer")
     reasoning = body.get("reasoning")
     if reasoning is not None:  # "not used": null, or an object whose every field is null
         if not isinstance(reasoning, dict) or any(v is not None for v in reasoning.values()):
             raise RequestError("reasoning", f"reasoning={_shown(reasoning)} is not supported "
                                "by onebit serve: the chat template is rendered without it")
-        _refuse_unknown(reasoning, REASONING_KEYS, "reasoning", "the answer")
+        refuse_unknown(reasoning, REASONING_KEYS, "reasoning", "the answer")
 
 
 def _string(body: dict, name: str) -> str | None:
     value = body.get(name)
     if value is not None and not isinstance(value, str):
         raise RequestError(name, f"{name} must be a string, got {_shown(value)}")
-    return None if value is None else _text(value, name)
+    return None if value is None else checked_text(value, name)
 
 
 def _part_text(part, at: str) -> str:
@@ -222,11 +215,11 @@ def _part_text(part, at: str) -> str:
     if kind not in PART_KEYS:
         raise RequestError(f"{at}.type", f"{at}.type is {_shown(kind)}: onebit serve takes "
                            "text parts only (\"input_text\", \"output_text\")")
-    _refuse_unknown([k for k, v in part.items() if v is not None], PART_KEYS[kind], at,
+    refuse_unknown([k for k, v in part.items() if v is not None], PART_KEYS[kind], at,
                     "the prompt")
     if not isinstance(part.get("text"), str):
         raise RequestError(f"{at}.text", f"{at}.text must be a string")
-    return _text(part["text"], f"{at}.text")
+    return checked_text(part["text"], f"{at}.text")
 
 
 def _item(item, where: str) -> dict:
@@ -239,7 +232,7 @@ def _item(item, where: str) -> dict:
     if kind not in (None, "message"):
         raise RequestError(f"{where}.type", f"{where}.type is {_shown(kind)}: onebit serve "
                            f"takes message items only ({_NO_TOOLS})")
-    _refuse_unknown([k for k, v in item.items() if v is not None], MESSAGE_KEYS, where,
+    refuse_unknown([k for k, v in item.items() if v is not None], MESSAGE_KEYS, where,
                     "the prompt")
     role = item.get("role")
     if role not in ROLES:
@@ -247,7 +240,7 @@ def _item(item, where: str) -> dict:
                            f"{', '.join(ROLES)}, got {_shown(role)}")
     content = item.get("content")
     if isinstance(content, str):
-        text = _text(content, f"{where}.content")
+        text = checked_text(content, f"{where}.content")
     elif isinstance(content, list):
         # parts joined with "\n", as chat's text parts are
         text = "\n".join(_part_text(part, f"{where}.content[{j}]")
@@ -263,7 +256,7 @@ def _input(body: dict) -> list[dict]:
     if value is None:
         raise RequestError("input", "input is required")
     if isinstance(value, str):
-        return [{"role": "user", "content": _text(value, "input")}]
+        return [{"role": "user", "content": checked_text(value, "input")}]
     if not isinstance(value, list):
         raise RequestError("input", f"input must be a string or a list of items, got "
                            f"{type(value).__name__}")
@@ -278,7 +271,7 @@ def _format(body: dict) -> tuple[dict, dict | None]:
     if not isinstance(text, dict):
         raise RequestError("text", "text must be an object such as "
                            "{\"format\": {\"type\": \"text\"}}")
-    _refuse_unknown(text, TEXT_KEYS, "text", "the answer")
+    refuse_unknown(text, TEXT_KEYS, "text", "the answer")
     if text.get("verbosity") is not None:
         raise RequestError("text.verbosity", f"text.verbosity={_shown(text['verbosity'])} is "
                            "not supported by onebit serve: the chat template is rendered "
@@ -293,7 +286,7 @@ def _format(body: dict) -> tuple[dict, dict | None]:
     if kind not in FORMAT_KEYS:
         raise RequestError("text.format.type", f"text.format.type must be 'text', "
                            f"'json_object' or 'json_schema', got {_shown(kind)}")
-    _refuse_unknown(form, FORMAT_KEYS[kind], "text.format", "the answer")
+    refuse_unknown(form, FORMAT_KEYS[kind], "text.format", "the answer")
     if kind != "json_schema":
         return {"format": {"type": kind}}, (None if kind == "text" else {"type": kind})
     if not isinstance(form.get("name"), str):

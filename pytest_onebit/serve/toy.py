@@ -115,14 +115,17 @@ class _Slot:
 
 class ServedToy(WrappedBase):
     """The toy model for one sequence (a `BaseModel` with `.tokenizer`) and, with `slots`,
-    for `slots` sequences at once (a `BatchRows`: onebit's `BatchEngine` takes it as it is)."""
+    for `slots` sequences at once (a `BatchRows`: onebit's `BatchEngine` takes it as it is).
+    `context` is the context it states (the model itself takes any length): wider than
+    `CONTEXT` for a prompt that needs it, such as one listing tools."""
 
-    def __init__(self, slots: int = 1, *, pass_delay: float = 0.0) -> None:
+    def __init__(self, slots: int = 1, *, pass_delay: float = 0.0,
+                 context: int = CONTEXT) -> None:
         super().__init__(load_toy_model())
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
         self.tokenizer = self._base.tokenizer
-        self.context_length = CONTEXT
+        self.context_length = context
         self.pass_delay = pass_delay
         self._slots = [_Slot() for _ in range(slots)]
 
@@ -152,7 +155,7 @@ class ServedToy(WrappedBase):
         return len(self._slots)
 
     def context(self) -> int | None:
-        return CONTEXT
+        return self.context_length
 
     def rows(self, tokens: Sequence[int], positions: Sequence[int], slots: Sequence[int],
              last_of: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:

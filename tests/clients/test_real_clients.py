@@ -2,8 +2,9 @@
 `onebit serve` in this process, one request at a time and three in parallel.
 
 The model is `ServedToy` (pytest_onebit.serve.toy): a fabricated Qwen3 on the NumPy forward,
-an ASCII tokenizer, a 512-token context. It answers gibberish, but it is a real model, and its
-greedy answer is fixed: every greedy case sends the same request raw (urllib, through
+an ASCII tokenizer, a 2048-token context here (`CONTEXT`: wide enough for a prompt listing
+tools). It answers gibberish, but it is a real model, and its greedy answer is fixed: every
+greedy case sends the same request raw (urllib, through
 `pytest_onebit.peers.openai_client.Client`) and asserts the client shows exactly that text,
 so what is proved is that the client reads the server's answer whole and unchanged (its JSON,
 its stream, its errors), not that the model says anything sensible.
@@ -29,9 +30,11 @@ from pytest_onebit.peers.openai_client import Client  # noqa: E402
 
 BUDGET = 24          # tokens a greedy answer gets (the toy makes them in ~1 ms each)
 STRUCTURED = 64      # a JSON answer's budget: `{"name":"<=8 chars","age":150}` fits
+CALLED = 128         # the same JSON as a tool call's arguments, inside its <tool_call> block
 HELLO = "Say hello to the reader."
-OVERFLOW = "word " * 2000  # ~2000 words: far past the toy's 512 tokens
-NO_TOOLS = "tools are not served yet (issue 65)"
+OVERFLOW = "word " * 2000  # ~2000 words, 3 tokens each: far past the toy's context
+#: the toy's context here: wide enough for a prompt listing tools (function_calling's)
+CONTEXT = 2048
 
 # A person, as JSON schema: a short string and a small integer. The bounds and llguidance's
 # `x-guidance` (compact JSON: no whitespace between tokens) keep the toy's answer inside the
@@ -73,16 +76,16 @@ class Served:
 @pytest.fixture(scope="module", params=[None, 3], ids=["one-at-a-time", "parallel-3"])
 def served(request):
     """A real `onebit serve` on a free loopback port: the toy one request at a time, or a
-    three-slot toy decoded three requests at once."""
+    three-slot toy decoded three requests at once (with `CONTEXT` positions)."""
     from onebit.serve import Engine, create_app
     from onebit.serve.server import ServerThread
     from pytest_onebit.serve.toy import ServedToy
 
     parallel = request.param
     if parallel is None:
-        engine = Engine(ServedToy(1), head="ngram")
+        engine = Engine(ServedToy(1, context=CONTEXT), head="ngram")
     else:
-        engine = Engine(ServedToy(parallel), head="ngram", parallel=parallel)
+        engine = Engine(ServedToy(parallel, context=CONTEXT), head="ngram", parallel=parallel)
     with ServerThread(create_app(engine)) as server:
         raw = Client(server.url)
         yield Served(server.url, server.url + "/v1", raw.model_id(), raw, parallel)
@@ -323,7 +326,7 @@ def test_openai_models_list(client, served):
 
 
 def test_openai_context_overflow_is_context_length_exceeded(client, served, openai):
-    """A prompt of ~2000 words (past 512 tokens) raises `BadRequestError` with code
+    """A prompt of ~2000 words (past the context) raises `BadRequestError` with code
     `context_length_exceeded`, streamed or not (a streamed request is checked before its
     stream opens)."""
     for stream in (False, True):
@@ -372,11 +375,6 @@ def test_openai_unknown_extra_body_field_is_refused(client, served, openai):
 
 
 # -- LangChain --------------------------------------------------------------------------------
-
-
-class ToolsRefused(Exception):
-    """The server's 400 for a request with tools (`tools` / `tool_choice`): the one reason the
-    function_calling case is expected to fail; any other error fails it for real."""
 
 
 def _person_model(pydantic):
@@ -430,35 +428,26 @@ def test_langchain_batch_answers_each_prompt(chat, served):
     assert got == [served.chat_text(prompt) for prompt in prompts]
 
 
-@pytest.mark.parametrize("method", [
-    "json_schema",
-    pytest.param("function_calling", marks=pytest.mark.xfail(
-        strict=True, raises=ToolsRefused, reason=NO_TOOLS)),
-    "json_mode",
-])
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
 def test_langchain_structured_output_validates(langchain_openai, served, method):
     """`with_structured_output(Person, method=...)` returns a Person that validates. json_mode
     (`response_format: json_object`, any object) is given llama.cpp's `schema` hint inside
-    response_format, which onebit serve honours; function_calling sends `tools`, which onebit
-    serve refuses (a 400 naming tools) until tools are served."""
+    response_format, which onebit serve honours; function_calling sends the schema as a tool
+    with `tool_choice` naming it, which onebit serve's grammar makes the answer's one call."""
     pydantic = pytest.importorskip("pydantic")
     if method not in _structured_methods(langchain_openai):
         pytest.skip(f"this langchain-openai has no method={method!r}")
     person_model = _person_model(pydantic)
+    budget = CALLED if method == "function_calling" else STRUCTURED
     chat = langchain_openai.ChatOpenAI(base_url=served.base_url, api_key="x",
                                        model=served.model, temperature=0,
-                                       max_tokens=STRUCTURED, max_retries=0, timeout=60)
+                                       max_tokens=budget, max_retries=0, timeout=60)
     extra = {}
     if method == "json_mode":
         extra["response_format"] = {"type": "json_object",
                                     "schema": person_model.model_json_schema()}
     structured = chat.with_structured_output(person_model, method=method, **extra)
-    try:
-        person = structured.invoke(HELLO)
-    except pytest.importorskip("openai").BadRequestError as error:
-        if error.param in ("tools", "tool_choice") and "tools are not served" in error.message:
-            raise ToolsRefused(f"400 naming {error.param}: {error.message}") from error
-        raise
+    person = structured.invoke(HELLO)
     assert isinstance(person, person_model)
     person_model.model_validate(person.model_dump())
 
@@ -476,6 +465,28 @@ def test_langchain_structured_output_with_a_schema_dict(langchain_openai, served
     raw = served.chat_text(HELLO, max_tokens=STRUCTURED,
                            response_format={"type": "json_schema", "json_schema": spec})
     assert got == json.loads(raw)
+
+
+@pytest.mark.parametrize("choice", ["person", "required"])
+def test_langchain_bind_tools_calls_whole_and_streamed(langchain_openai, served, choice):
+    """`bind_tools([PERSON_SCHEMA as a function], tool_choice=...)`, named or "required":
+    `invoke` gives one tool call whose args validate, and `stream`'s chunks, added up as
+    LangChain adds them, give the same call (name and args)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    chat = langchain_openai.ChatOpenAI(base_url=served.base_url, api_key="x",
+                                       model=served.model, temperature=0,
+                                       max_tokens=CALLED, max_retries=0, timeout=60)
+    tool = {"type": "function", "function": {"name": "person", "description": "A person",
+                                             "parameters": PERSON_SCHEMA}}
+    bound = chat.bind_tools([tool], tool_choice=choice, parallel_tool_calls=False)
+    whole = bound.invoke(HELLO)
+    assert [call["name"] for call in whole.tool_calls] == ["person"]
+    jsonschema.validate(whole.tool_calls[0]["args"], PERSON_SCHEMA)
+    added = None
+    for chunk in bound.stream(HELLO):
+        added = chunk if added is None else added + chunk
+    assert [(c["name"], c["args"]) for c in added.tool_calls] == \
+        [(c["name"], c["args"]) for c in whole.tool_calls]
 
 
 def test_langchain_context_overflow_arrives_as_context_length_exceeded(chat, served, openai):

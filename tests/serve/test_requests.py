@@ -132,21 +132,25 @@ def test_answer_neutral_fields_are_accepted_and_change_nothing(kind, fields):
     (CHAT, "json_schema", SCHEMA),
     (CHAT, "continue_final_message", True),
     (CHAT, "add_generation_prompt", False),
-    (CHAT, "tools", [{"type": "function", "function": {"name": "f"}}]),
-    (CHAT, "tool_choice", "required"),
+    (COMPLETION, "tools", [{"type": "function", "function": {"name": "f"}}]),
+    (CHAT, "functions", [{"name": "f"}]),
+    (CHAT, "function_call", {"name": "f"}),
     (CHAT, "reasoning_effort", "low"),
     (CHAT, "modalities", ["text", "audio"]),
 ])
 def test_answer_changing_fields_are_refused_by_name(kind, field, value):
     """A field that would change the answer and is not served (llama.cpp's grammar and
     json_schema, vLLM's ignore_eos / min_p / continue_final_message / add_generation_prompt,
-    tools) is a 400 naming it, saying what to do instead where there is a way."""
+    tools on completions, the legacy functions / function_call) is a 400 naming it, saying
+    what to do instead where there is a way."""
     bare = {"prompt": "x"} if kind == COMPLETION else {"messages": MESSAGES}
     with pytest.raises(RequestError, match="is not supported by onebit serve") as caught:
         parse(kind, {**bare, field: value})
     assert caught.value.param == field
     if field in ("grammar", "json_schema"):
         assert "response_format" in str(caught.value)
+    if field in ("functions", "function_call"):
+        assert "send tools" in str(caught.value)
 
 
 @pytest.mark.parametrize("form,param", [
@@ -257,12 +261,15 @@ def test_assistant_null_content_name_and_null_keys():
     ({"role": "user", "content": "a", "reasoning_content": "b"},
      "messages[0].reasoning_content"),
     ({"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
-     "messages[0].tool_calls"),
+     "messages[0].tool_calls[0].function"),
+    ({"role": "user", "content": "a", "tool_calls": []}, "messages[0].tool_calls"),
     ({"role": "tool", "content": "3", "tool_call_id": "1"}, "messages[0].tool_call_id"),
 ])
 def test_message_parts_and_keys_are_named(message, param):
     """A part that is not text, a malformed one, an unknown key in a message or part, null
-    content outside an assistant turn and tool calls are each refused with their path."""
+    content outside an assistant turn, a malformed tool call, tool calls outside an
+    assistant turn and a tool result answering no call are each refused with their path
+    (tests/serve/test_tools.py has the rest of the tool forms)."""
     with pytest.raises(RequestError) as caught:
         parse(CHAT, {"messages": [message]})
     assert caught.value.param == param
