@@ -2,7 +2,7 @@
 
 Installing onebit registers the pytest plugin (`pytest_onebit.plugin`). What a test imports:
 the assertions, the test doubles (toy base, oracle heads), the five contracts (loop I1..I13,
-base B1..B8, sampling S1..S4, batch M1..M6, served V1..V7: each a `Contract` of the core,
+base B1..B8, sampling S1..S4, batch M1..M6, served V1..V8: each a `Contract` of the core,
 with its `check_*` function and its pytest class), the core itself, to declare a sixth, and
 the holders of compiled loops and bases (C ABI).
 Every name is imported on first use, so loading the plugin costs nothing, and the contract

@@ -130,7 +130,7 @@ def onebit_make_engine(onebit_loop):
 
 @pytest.fixture(scope="session")
 def onebit_make_server(onebit_loop):
-    """The server the served contract (`ServedContract`, V1..V7) holds by default: onebit
+    """The server the served contract (`ServedContract`, V1..V8) holds by default: onebit
     serve's app and engine on a loopback port, its requests decoded by `onebit_loop`."""
     from pytest_onebit.serve.runner import onebit_served
 

@@ -190,6 +190,13 @@ class Engine:
                                        f"{token}, outside the vocabulary [0, {vocab})")
         ids = self.prompt_ids(request)
         budget = self.budget(request, len(ids))
+        if request.prediction is not None:  # a guess longer than the room is no guess
+            predicted = len(self.predicted(request))
+            limit = context_length(self.model)
+            if limit is not None and predicted > limit - len(ids):
+                raise RequestError("prediction", f"the prediction is {predicted} tokens; the "
+                                   f"context leaves {limit - len(ids)} after the prompt's "
+                                   f"{len(ids)}", code="context_length_exceeded")
         if self.batch is not None and self.batch.full():
             self.served["refused"] += 1
             raise _at_capacity(f"all {self.batch.slots} slots are taken and the queue is full")
@@ -300,6 +307,9 @@ class Engine:
         if self.batch is None:
             head, k = head_for(self.head, self.model, speculative=request.speculative,
                                draft=self.draft, k=self.k, seeded=_seeded(request))
+            if request.prediction is not None and request.speculative:
+                factory, k = self.from_prediction(request, ids)
+                head = factory(None)
             base = wrapped(self.model)
             try:
                 result = self.run(base, head, ids, max_tokens=max_tokens, k=k,
@@ -335,6 +345,8 @@ class Engine:
 
         factory, k = batched_head(self.head, speculative=request.speculative, k=self.k,
                                   seeded=_seeded(request))
+        if request.prediction is not None and request.speculative:
+            factory, k = self.from_prediction(request, ids)
         try:
             handle = self.batch.submit(BatchRequest(
                 prompt=ids, max_tokens=max_tokens, head=factory, k=k,
@@ -355,6 +367,21 @@ class Engine:
         if result.finish == "error":
             raise result.error
         return result.base, result.stats, factory is not None
+
+    def predicted(self, request: Request) -> list[int]:
+        """The prediction's tokens, as the tokenizer spells the text on its own."""
+        return self.model.tokenizer.encode(request.prediction, add_special_tokens=False)
+
+    def from_prediction(self, request: Request, ids: list[int]):
+        """(factory, k): the drafts are the prediction's (OpenAI's predicted outputs), in
+        place of the server's head, as many a round as the model's own verify takes (a
+        batched slot's is wider; a seeded answer's draws follow the draft lengths, and must
+        not depend on how it was served)."""
+        from onebit.heads.prediction import PREDICTION_K, PredictionHead
+
+        predicted = self.predicted(request)
+        k = min(self.k or PREDICTION_K, max(1, self.model.max_batch_rows() - 1))
+        return (lambda clock: PredictionHead(predicted, len(ids), k=k)), k
 
     def takes_more(self, finish: str) -> bool:
         """Whether the consumer takes another token: not once the answer has ended (the loop

@@ -45,7 +45,8 @@ MAX_STOP_TOKEN_IDS = 64
 READ_BOTH = frozenset({
     "model", "stream", "stream_options", "stop", "temperature", "top_p", "top_k", "seed", "n",
     "logprobs", "max_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty",
-    "logit_bias", "min_tokens", "stop_token_ids", "response_format", "speculative"})
+    "logit_bias", "min_tokens", "stop_token_ids", "response_format", "speculative",
+    "prediction"})
 READ = {COMPLETION: READ_BOTH | {"prompt"},
         CHAT: READ_BOTH | {"messages", "top_logprobs", "max_completion_tokens", "tools",
                            "tool_choice", "parallel_tool_calls"}}
@@ -127,6 +128,7 @@ class Request:
     stop_token_ids: tuple[int, ...] = ()  # end the answer (kept, as an EOS is)
     n: int = 1  # independent answers; seeded, answer i draws from seed + i
     max_tokens_param: str | None = "max_tokens"
+    prediction: str | None = None  # OpenAI's predicted outputs: a guess of the answer
     tools: ToolSpec | None = None  # chat's tools (onebit.serve.tools); None: none given
 
 
@@ -290,6 +292,39 @@ def _content(role: str, content, where: str) -> str:
             raise RequestError(f"{at}.text", f"{at}.text must be a string")
         texts.append(checked_text(part["text"], f"{at}.text"))
     return "\n".join(texts)
+
+
+def _prediction(body: dict) -> str | None:
+    """OpenAI's predicted outputs: `{"type": "content", "content": str | [text parts]}`, the
+    parts joined as they are (a prediction is one text). Its tokens become the drafts
+    (onebit.heads.prediction); the answer is the answer without it."""
+    value = body.get("prediction")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RequestError("prediction", "prediction must be an object such as "
+                           "{\"type\": \"content\", \"content\": \"...\"}")
+    refuse_unknown(value, frozenset({"type", "content"}), "prediction", "the drafts")
+    if value.get("type") != "content":
+        raise RequestError("prediction.type", f"prediction.type must be 'content', got "
+                           f"{value.get('type')!r}")
+    content = value.get("content")
+    if isinstance(content, str):
+        return checked_text(content, "prediction.content")
+    if not isinstance(content, list):
+        raise RequestError("prediction.content", "prediction.content must be a string or a "
+                           "list of text parts")
+    texts = []
+    for j, part in enumerate(content):
+        at = f"prediction.content[{j}]"
+        if not isinstance(part, dict) or part.get("type") != "text":
+            raise RequestError(f"{at}.type", f"{at} must be a text part "
+                               "({\"type\": \"text\", \"text\": ...})")
+        refuse_unknown(part, frozenset({"type", "text"}), at, "the drafts")
+        if not isinstance(part.get("text"), str):
+            raise RequestError(f"{at}.text", f"{at}.text must be a string")
+        texts.append(checked_text(part["text"], f"{at}.text"))
+    return "".join(texts)
 
 
 def _logprobs(kind: str, body: dict) -> int | None:
@@ -476,4 +511,5 @@ def parse(kind: str, body: object) -> Request:
                    speculative=_bool(body, "speculative", True),
                    processors=_processors(body, stop_token_ids, tools),
                    stop_token_ids=stop_token_ids, n=_n(body, stream),
-                   max_tokens_param=max_tokens_param, tools=tools)
+                   max_tokens_param=max_tokens_param, tools=tools,
+                   prediction=_prediction(body))

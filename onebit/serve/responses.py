@@ -75,10 +75,21 @@ def logprobs_of(tok, request: Request, completion: Completion, start: int = 0) -
     return _completion_logprobs(tok, completion.logprobs[start:], offsets[start:])
 
 
-def usage(completion: Completion) -> dict:
-    made = len(completion.token_ids)
-    return {"prompt_tokens": completion.prompt_tokens, "completion_tokens": made,
-            "total_tokens": completion.prompt_tokens + made}
+def usage(completion: Completion | list[Completion], predicted: bool = False) -> dict:
+    """OpenAI's usage of one answer or of n (the prompt counted once); with a prediction,
+    `completion_tokens_details` says how many of its tokens the answer took
+    (`accepted_prediction_tokens`: drafted from it and accepted) and how many it did not
+    (`rejected_prediction_tokens`: drafted and rejected), as OpenAI reports them."""
+    completions = completion if isinstance(completion, list) else [completion]
+    made = sum(len(c.token_ids) for c in completions)
+    prompt = completions[0].prompt_tokens
+    used = {"prompt_tokens": prompt, "completion_tokens": made, "total_tokens": prompt + made}
+    if predicted:
+        accepted = sum(c.stats.get("accepted", 0) for c in completions)
+        proposed = sum(c.stats.get("proposed", 0) for c in completions)
+        used["completion_tokens_details"] = {"accepted_prediction_tokens": accepted,
+                                             "rejected_prediction_tokens": proposed - accepted}
+    return used
 
 
 class Answer:
@@ -119,9 +130,7 @@ class Answer:
             else:
                 choice["text"] = c.text
             choices.append(choice)
-        used = usage(completions[0])
-        made = sum(len(c.token_ids) for c in completions)
-        used.update(completion_tokens=made, total_tokens=used["prompt_tokens"] + made)
+        used = usage(completions, self.request.prediction is not None)
         stats = completions[0].stats if len(completions) == 1 else \
             [c.stats for c in completions]
         return {**self._envelope(self.object, choices), "usage": used, "onebit": stats}
@@ -190,7 +199,7 @@ class Answer:
                                  token_ids=completion.token_ids), "onebit": completion.stats}]
         if self.request.include_usage:
             chunks.append({**self._envelope(self._chunk_object(), []),
-                           "usage": usage(completion)})
+                           "usage": usage(completion, self.request.prediction is not None)})
         return chunks
 
 

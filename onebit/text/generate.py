@@ -100,11 +100,8 @@ def _prediction_head(tok, prediction, prompt_len: int, head, k: int | None):
     """(head, k) drafting from `prediction`; (None, 1) when `head` is plain decode."""
     from onebit.heads.prediction import PREDICTION_K, PredictionHead
 
-    if head is None or head == "none":
+    if head is None or head == "none":  # the same request decoded plainly
         return None, k or 1
-    if head != "auto":
-        raise ValueError(f"prediction= drafts from the prediction itself: pass head='auto' (the "
-                         f"default) or 'none', not {head!r}")
     if isinstance(prediction, str):
         predicted = tok.encode(prediction, add_special_tokens=False)
     elif isinstance(prediction, list | tuple) and all(
@@ -145,8 +142,9 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     keeps the text plain decoding gives with the same knobs; `min_tokens` holds the model's
     stop tokens back. `prediction` (a str, or token ids) is a guess of the answer, OpenAI's
     predicted outputs: its tokens become the drafts (`onebit.heads.prediction`), so an answer
-    that repeats it costs a pass per 33 tokens, and the text is the text without it (the
-    head must then be "auto", the default, or "none" for the same request decoded plainly).
+    that repeats it costs a pass per verify, and the text is the text without it; it drafts
+    in place of `head`, unless `head` is "none" (the same request decoded plainly), as the
+    server drafts from a request's prediction in place of its own head.
     """
     from onebit.loop import run
 

@@ -1,5 +1,5 @@
 """The served contract: what a client of an OpenAI-compatible server receives is the library's
-answer to the same request (checks V1..V7, docs/serve.md). `check_served(make_server)` runs it
+answer to the same request (checks V1..V8, docs/serve.md). `check_served(make_server)` runs it
 in one call; `pytest_onebit.serve.suite.ServedContract` is the pytest face. Needs the `serve`
 extra (starlette, uvicorn) for onebit's own server."""
 

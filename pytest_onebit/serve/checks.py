@@ -1,4 +1,4 @@
-"""The served contract's checks V1..V7: what a client receives from a served engine is the
+"""The served contract's checks V1..V8: what a client receives from a served engine is the
 library's answer to the same request, whole or streamed, one at a time or batched, with any
 knobs, stops, logprobs and `n`, whoever else is served and whoever leaves.
 
@@ -264,6 +264,52 @@ def check_knobs(trace: ServedTrace) -> None:
             _same_answer(got, t.defined, f"{where}, against the knobs' definitions")
     if not judged:
         raise NotApplicable("no greedy request of this scenario sends knobs")
+
+
+@SERVED.check("V8-prediction", applies=lambda s: s.predicts)
+def check_prediction(trace: ServedTrace) -> None:
+    """V8: a `prediction` (OpenAI's predicted outputs) changes the time, never the answer: a
+    greedy answer with one is the library's answer without it, whole and streamed; and the
+    usage's `completion_tokens_details` say what the library's run with the same prediction
+    did: `accepted_prediction_tokens` its accepted drafts, `rejected_prediction_tokens` the
+    ones it drafted and rejected."""
+    __tracebackhide__ = True
+    from pytest_onebit.serve.reference import library_answer
+
+    ref = None
+    for t in _judged(trace):
+        if not t.ask.predict:
+            continue
+        want = t.expected[0]
+        if t.ask.predict in ("exact", "edited") and not t.ask.sampled \
+                and not 0 < want.accepted < want.proposed + 1:
+            raise AssertionError(f"request {t.index}: the library's run with the {t.ask.predict} "
+                                 f"prediction accepted {want.accepted} of {want.proposed} "
+                                 "drafts: the scenario does not exercise what it means to")
+        if not t.ask.sampled:
+            if ref is None:
+                from pytest_onebit.serve.toy import load_toy_model
+
+                ref = load_toy_model()
+            without = {k: v for k, v in t.body.items() if k != "prediction"}
+            plain = library_answer(ref, t.ask, without, head=trace.scenario.head)
+            for where, got in _sent(t):
+                _same_answer(got, plain, f"{where}, against the answer without prediction")
+        wanted = {"accepted_prediction_tokens": want.accepted,
+                  "rejected_prediction_tokens": want.proposed - want.accepted}
+        usages = []
+        if t.whole is not None:
+            usages.append(("whole", whole(t.whole)[1]))
+        if t.streamed is not None and not t.streamed.left:
+            usages.append(("streamed", streamed(t.streamed).answer.usage))
+        for how, used in usages:
+            got = (used or {}).get("completion_tokens_details") or {}
+            got = {k: got.get(k) for k in wanted}
+            if got != wanted:
+                raise AssertionError(f"request {t.index} ({t.ask.label}), {how}: "
+                                     f"completion_tokens_details {got}; the library's run with "
+                                     f"the same prediction accepted {want.accepted} of "
+                                     f"{want.proposed} drafts: {wanted}")
 
 
 @SERVED.check("V7-isolation", applies=lambda s: s.concurrent)

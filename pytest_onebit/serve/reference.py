@@ -40,6 +40,8 @@ class Expected:
     listed: int = 0  # how many of `ids` the logprobs list: those whose text the client got
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
+    accepted: int = 0  # drafts the library's run accepted (a prediction's, where one is sent)
+    proposed: int = 0
 
 
 def messages_or_prompt(ask: Ask):
@@ -109,8 +111,19 @@ def library_answer(model, ask: Ask, body: dict, *, head: str) -> Expected:
     made = onebit.generate(model, messages_or_prompt(ask), chat=ask.endpoint == CHAT,
                            max_tokens=budget(model, ask, body, len(ids)), head=head,
                            sampling=sampling, seed=body.get("seed") if sampling else None,
-                           processors=knobs)
-    return end_of(model, ids, list(made.result.tokens), body)
+                           processors=knobs, prediction=prediction_text(body))
+    answer = end_of(model, ids, list(made.result.tokens), body)
+    answer.accepted, answer.proposed = made.result.stats.accepted, made.result.stats.proposed
+    return answer
+
+
+def prediction_text(body: dict) -> str | None:
+    """OpenAI's `prediction` as one text (its parts joined), or None."""
+    form = body.get("prediction")
+    if form is None:
+        return None
+    content = form["content"]
+    return content if isinstance(content, str) else "".join(p["text"] for p in content)
 
 
 def definition_answer(model, ask: Ask, body: dict) -> Expected:

@@ -1,4 +1,4 @@
-"""`check_served(make_server)`: hold a served engine to V1..V7 in one call, like `check_loop`.
+"""`check_served(make_server)`: hold a served engine to V1..V8 in one call, like `check_loop`.
 
 `make_server(model, *, parallel, head, stream_interval)` returns a context manager with
 `.url` serving `model` (the contract's `ServedToy`) over OpenAI's HTTP API: one request at a

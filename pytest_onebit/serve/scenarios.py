@@ -34,6 +34,8 @@ class Ask:
     leave_after: int | None = None  # concurrent only: streamed, the client leaves after this
     #                                 many events
     delay: float = 0.0  # concurrent only: seconds after the crowd starts that it is sent
+    predict: str = ""  # a `prediction`: "exact" (the answer itself), "edited" (the answer
+    #                    with a change in its middle, as parts) or "unrelated"
     ends_by_itself: bool = False  # the scenario means its answer to end at the model's EOS
 
     def __post_init__(self) -> None:
@@ -94,6 +96,10 @@ class ServedScenario:
         return any(a.logprobs for a in self.asks)
 
     @property
+    def predicts(self) -> bool:
+        return any(a.predict for a in self.asks)
+
+    @property
     def answers_n(self) -> bool:
         return any(a.n > 1 for a in self.asks)
 
@@ -150,6 +156,11 @@ def _asks(greedy: bool = True) -> tuple[Ask, ...]:
             min_tokens=4)),
         Ask(COMPLETIONS, "the rain in spain stays", 20, _fields(
             temperature=0.8, seed=21, presence_penalty=0.5), n=3),
+        # predicted outputs: the answer itself, the answer edited, and unrelated text
+        Ask(CHAT, "tell a story", 48, _fields(**GREEDY, **LOGPROBS_CHAT), predict="exact"),
+        Ask(COMPLETIONS, "the rain in spain stays", 48, _fields(**GREEDY), predict="edited"),
+        Ask(CHAT, "hello there", 40, _fields(**sampled), predict="edited"),
+        Ask(COMPLETIONS, "one two three one two", 32, _fields(**GREEDY), predict="unrelated"),
     )
 
 

@@ -1,4 +1,4 @@
-"""The served checks V1..V7 as pytest tests: subclass `ServedContract` to hold a server.
+"""The served checks V1..V8 as pytest tests: subclass `ServedContract` to hold a server.
 
 Kept apart from `serve.checks` and `serve.runner`, which import no pytest. Each test is
 parametrised over the standard served scenarios (set `scenarios` to change the grid);
@@ -14,7 +14,7 @@ __all__ = ["ServedContract"]
 
 ServedContract = contract_suite(
     SERVED, name="ServedContract",
-    doc="V1..V7 of docs/serve.md, one test method per check, parametrised over the served "
+    doc="V1..V8 of docs/serve.md, one test method per check, parametrised over the served "
         "scenarios; subclass it to hold a server (make_server: onebit serve's app and engine, "
         "or override it to bind another).",
     target="make_server", default="onebit_make_server", grid_attr="scenarios", grid=None)

@@ -144,6 +144,18 @@ def _stop_strings(ask: Ask, text: str) -> list[str]:
     return stops
 
 
+def _prediction(kind: str, answer: str) -> dict:
+    """The `prediction` an ask sends, made of the answer without it."""
+    if kind == "exact":
+        return {"type": "content", "content": answer}
+    if kind == "edited":  # a change in the middle, sent as text parts
+        middle = len(answer) // 2
+        return {"type": "content", "content": [
+            {"type": "text", "text": answer[:middle]},
+            {"type": "text", "text": "~~ an edit ~~" + answer[middle + 6:]}]}
+    return {"type": "content", "content": "nothing like the answer " * 4}
+
+
 def body_of(model, ask: Ask, head: str) -> dict:
     """The request's JSON body: the ask's fields, and its stops read off a probe answer (the
     same request without them)."""
@@ -151,9 +163,12 @@ def body_of(model, ask: Ask, head: str) -> dict:
     body["messages" if ask.endpoint == CHAT else "prompt"] = reference.messages_or_prompt(ask)
     if ask.n > 1:
         body["n"] = ask.n
-    if not ask.stopped:
+    if not (ask.stopped or ask.predict):
         return body
     probe = reference.library_answer(model, ask, body, head=head)
+    if ask.predict:
+        body["prediction"] = _prediction(ask.predict, model.tokenizer.decode(
+            probe.ids, skip_special_tokens=True))
     if ask.stops or ask.decoys or ask.repeat_stop:
         body["stop"] = _stop_strings(ask, model.tokenizer.decode(probe.ids,
                                                                  skip_special_tokens=True))

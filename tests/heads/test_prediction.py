@@ -1,8 +1,8 @@
 """The prediction head (OpenAI's predicted outputs, `onebit.heads.prediction`) on a real
-forward (the served contract's fabricated Qwen3): whatever the prediction says, the text is
-plain greedy decoding's and the base ends where greedy's does; a right prediction drafts whole
-rounds of it; after an edit the head finds its place again from an anchor of the answer's
-last tokens, never from fewer."""
+forward (the served contract's fabricated Qwen3), its checks named for `mutants/serve/`:
+PR1 whatever the prediction says, the text is plain greedy decoding's and the base ends where
+greedy's does; PR2 after an edit the head finds its place again from an anchor of the answer's
+last tokens, never from fewer; PR3 a right prediction drafts whole rounds of it."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _predictions(answer: list[int]) -> dict[str, list[int]]:
 
 @pytest.mark.parametrize("k", [4, 32])
 @pytest.mark.parametrize("which", list(_predictions(list(range(60)))))
-def test_text_is_greedy_whatever_the_prediction(model, case, which, k):
+def test_PR1_text_is_greedy_whatever_the_prediction(model, case, which, k):
     """The run with the prediction head emits exactly greedy's tokens (I1) for a right, an
     edited, a truncated, a longer, a garbage and an empty prediction, at k = 4 and 32, and the
     base holds exactly prompt + answer afterwards (I2)."""
@@ -51,7 +51,7 @@ def test_text_is_greedy_whatever_the_prediction(model, case, which, k):
     assert model.committed_length == len(ids) + N
 
 
-def test_a_right_prediction_is_drafted_whole(model, case):
+def test_PR3_a_right_prediction_is_drafted_whole(model, case):
     """With the answer itself as the prediction every draft is accepted and every round is as
     wide as the base verifies: ceil(N / (k' + 1)) rounds (I7's pass law, k' the base's width
     less t1), not N passes."""
@@ -63,7 +63,7 @@ def test_a_right_prediction_is_drafted_whole(model, case):
     assert s.rounds == -(-N // (k + 1))
 
 
-def test_after_an_edit_the_place_is_found_again():
+def test_PR2_after_an_edit_the_place_is_found_again():
     """The answer follows the prediction, leaves it (the edit), and once its last ANCHOR
     tokens occur in the prediction again, the drafts continue from there; one or two matching
     tokens find nothing (too common an anchor to trust)."""

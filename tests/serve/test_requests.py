@@ -86,8 +86,8 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required"
     (COMPLETION, {"prompt": "x", "messages": MESSAGES}, "messages"),
     (CHAT, {"messages": MESSAGES, "prompt": "x"}, "prompt"),
     (CHAT, {"messages": MESSAGES, "typical_p": 0.9}, "typical_p"),
-    (CHAT, {"messages": MESSAGES, "prediction": {"type": "content", "content": "x"}},
-     "prediction"),
+    (CHAT, {"messages": MESSAGES, "predictions": {"type": "content", "content": "x"}},
+     "predictions"),
     (CHAT, {"messages": MESSAGES, "mirostat": None}, "mirostat"),
 ])
 def test_unknown_fields_are_refused_by_name(kind, body, param):
@@ -284,3 +284,42 @@ def test_the_field_that_set_the_budget_is_kept():
     chat = parse(CHAT, {"messages": MESSAGES, "max_completion_tokens": 3})
     assert (chat.max_tokens, chat.max_tokens_param) == (3, "max_completion_tokens")
     assert parse(CHAT, {"messages": MESSAGES}).max_tokens_param is None
+
+
+@pytest.mark.parametrize("prediction, param", [
+    (3, "prediction"),
+    ({"type": "text", "content": "a"}, "prediction.type"),
+    ({"type": "content", "content": 5}, "prediction.content"),
+    ({"type": "content", "content": [{"type": "image_url"}]}, "prediction.content[0].type"),
+    ({"type": "content", "content": [{"type": "text", "text": 1}]}, "prediction.content[0].text"),
+    ({"type": "content", "content": "a", "extra": 1}, "prediction.extra"),
+])
+def test_a_bad_prediction_is_refused_naming_the_path(prediction, param):
+    """OpenAI's `prediction` takes {"type": "content", "content": text or text parts}; any
+    other form is a 400 naming the path."""
+    with pytest.raises(RequestError) as caught:
+        parse(COMPLETION, {"prompt": "x", "prediction": prediction})
+    assert caught.value.param == param
+
+
+def test_a_prediction_is_read_as_one_text():
+    """Text parts are joined as they are: the prediction is one text."""
+    got = parse(CHAT, {"messages": [{"role": "user", "content": "hi"}], "prediction": {
+        "type": "content", "content": [{"type": "text", "text": "ab"},
+                                       {"type": "text", "text": "c"}]}})
+    assert got.prediction == "abc"
+
+
+def test_a_prediction_longer_than_the_context_is_refused():
+    """A prediction of more tokens than the context leaves after the prompt is a 400 naming
+    `prediction`, code context_length_exceeded, before anything is decoded."""
+    from onebit.serve import Engine
+    from pytest_onebit.serve.toy import CONTEXT, ServedToy
+
+    engine = Engine(ServedToy(1), head="ngram")
+    long = parse(COMPLETION, {"prompt": "x", "max_tokens": 4,
+                              "prediction": {"type": "content", "content": "a~" * CONTEXT}})
+    with pytest.raises(RequestError) as caught:
+        engine.check(long)
+    assert caught.value.param == "prediction"
+    assert caught.value.code == "context_length_exceeded"

@@ -1,4 +1,4 @@
-"""The served contract V1..V7 on onebit serve's app and engine, over the contract's toy (a
+"""The served contract V1..V8 on onebit serve's app and engine, over the contract's toy (a
 fabricated model on the NumPy forward with an ASCII tokenizer): one request at a time and
 three in parallel, whole and streamed at three stream intervals, greedy and seeded-sampled,
 with stops, logprobs, knobs together and `n`, and crowds where clients leave mid-answer

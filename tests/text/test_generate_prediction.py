@@ -1,6 +1,7 @@
 """`onebit.generate(prediction=...)` and `onebit generate --prediction FILE`: a guess of the
 answer (OpenAI's predicted outputs) drafts, and the text is the text without it, greedy and
-seeded-sampled; a prediction with a named head or of the wrong type is refused by name."""
+seeded-sampled; it drafts in place of a named head; one of the wrong type is refused by
+name."""
 
 from __future__ import annotations
 
@@ -34,14 +35,24 @@ def test_a_seeded_sampled_answer_replays_with_a_prediction(tiny_model):
     assert runs[0].result.tokens == runs[1].result.tokens
 
 
+def test_the_prediction_drafts_in_place_of_a_named_head(tiny_model):
+    """With a prediction, a named head is not asked: the prediction drafts (as the server
+    does), and `head="none"` is the same request decoded plainly."""
+    plain = onebit.generate(tiny_model, PROMPT, max_tokens=24, head="none")
+    got = onebit.generate(tiny_model, PROMPT, max_tokens=24, head="ngram",
+                          prediction=plain.result.tokens)
+    assert got.result.tokens == plain.result.tokens
+    assert got.result.stats.accepted == got.result.stats.proposed > 0
+    none = onebit.generate(tiny_model, PROMPT, max_tokens=24, head="none", prediction="x")
+    assert none.result.stats.proposed == 0
+
+
 @pytest.mark.parametrize("kwargs, message", [
-    ({"head": "ngram"}, "head='auto'"),
     ({"prediction": 3.5}, "prediction must be a str or a list of token ids"),
     ({"prediction": [1, -2]}, "prediction must be a str or a list of token ids"),
 ])
 def test_bad_predictions_are_refused_by_name(tiny_model, kwargs, message):
-    """A prediction with a named head (the prediction is the drafter), or one that is neither
-    text nor token ids, is a ValueError saying so."""
+    """A prediction that is neither text nor token ids is a ValueError saying so."""
     with pytest.raises(ValueError, match=message):
         onebit.generate(tiny_model, PROMPT, max_tokens=4, **{"prediction": "x", **kwargs})
 
