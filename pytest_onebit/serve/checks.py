@@ -323,7 +323,7 @@ def check_isolation(trace: ServedTrace) -> None:
     __tracebackhide__ = True
     for t in _judged(trace):
         if t.ask.leave_after is not None:
-            if len(t.expected[0].ids) < 100 and t.ask.prompt == t.ask.prompt[:200]:
+            if t.expected and len(t.expected[0].ids) < 100:
                 raise AssertionError(f"request {t.index} is to leave mid-answer, but its "
                                      f"answer alone is {len(t.expected[0].ids)} tokens: it "
                                      "may end before the client leaves (the scenario needs a "

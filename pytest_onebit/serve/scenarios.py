@@ -190,10 +190,10 @@ def _prefill_leavers() -> tuple[Ask, ...]:
     """One client decoding a long answer while others arrive one by one with long prompts and
     leave as soon as their stream opens: each is cancelled while its prompt is prefilled, its
     rows in the same passes as the first client's."""
-    stayer = Ask(COMPLETIONS, "tell a story", 240, _fields(**GREEDY, **LOGPROBS_COMPLETION))
+    stayer = Ask(COMPLETIONS, "tell a story", 160, _fields(**GREEDY, **LOGPROBS_COMPLETION))
     return (stayer,) + tuple(
         Ask(CHAT, LONG_PROMPT[i:] + LONG_PROMPT[:i], 40, _fields(**GREEDY), leave_after=1,
-            delay=0.05 + 0.15 * n) for n, i in enumerate((0, 37, 91, 150, 201, 263)))
+            delay=0.05 + 0.1 * n) for n, i in enumerate((0, 37, 91, 150, 201, 263)))
 
 
 def standard_served_scenarios() -> list[ServedScenario]:
