@@ -27,36 +27,13 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
 
-def byte_vocab_metadata(extra_specials=("<|endoftext|>", "<|im_start|>", "<|im_end|>")) -> dict:
-    """tests/text/conftest.py's byte-level vocabulary (conftests are not importable): the 256
-    bytes and a few control tokens, no merges, a tokenizer that spells any text."""
-    from onebit.text.bytelevel import byte_alphabet
-
-    tokens = [byte_alphabet()[b] for b in range(256)] + list(extra_specials)
-    return {
-        "tokenizer.ggml.model": "gpt2",
-        "tokenizer.ggml.pre": "gpt-2",
-        "tokenizer.ggml.tokens": tokens,
-        "tokenizer.ggml.token_type": [1] * 256 + [3] * len(extra_specials),
-        "tokenizer.ggml.merges": [],
-        "tokenizer.ggml.bos_token_id": 257,
-        "tokenizer.ggml.eos_token_id": 256,
-    }
-
-
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A fabricated Qwen3 (random weights, vocab 259, NumPy kernel) with the byte tokenizer
-    and a context of CONTEXT positions."""
-    from onebit.models import load_model
-    from onebit.models.fabricate import fabricate_model
-    from onebit.text import Tokenizer
+def tiny():
+    """The served contract's toy (a fabricated Qwen3 on the NumPy kernel, its ASCII
+    tokenizer) with a context of CONTEXT positions."""
+    from pytest_onebit.serve.toy import ServedToy
 
-    path = fabricate_model(tmp_path_factory.mktemp("boundary") / "m", "qwen3", vocab_size=259)
-    model = load_model(path, kernel="numpy")
-    model.tokenizer = Tokenizer.from_gguf_metadata(byte_vocab_metadata())
-    model.context_length = CONTEXT
-    return model
+    return ServedToy(1, context=CONTEXT)
 
 
 @pytest.fixture(scope="module")
