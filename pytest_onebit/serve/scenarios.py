@@ -197,17 +197,18 @@ def _prefill_leavers() -> tuple[Ask, ...]:
 
 
 def standard_served_scenarios() -> list[ServedScenario]:
-    """The named scenarios every served check runs on (`mutants/serve/` is killed on these)."""
+    """The named scenarios every served check runs on (`mutants/serve/` is killed on these),
+    the cheapest first: a mutant's run stops at its first failing test."""
     asks = _asks()
     return [
-        ServedScenario("one-at-a-time", asks),
         ServedScenario("one-at-a-time-coalesced", asks[4:11], stream_interval=0.02),
-        ServedScenario("parallel-3", asks, parallel=3),
         ServedScenario("parallel-3-auto", asks[2:4] + asks[10:14], parallel=3, head="auto",
                        stream_interval=0.5),
-        ServedScenario("crowd-one-at-a-time", _crowd(), concurrent=True, pass_delay=0.004),
+        ServedScenario("parallel-3", asks, parallel=3),
+        ServedScenario("one-at-a-time", asks),
         ServedScenario("crowd-parallel-3", _crowd(), parallel=3, concurrent=True,
                        pass_delay=0.008),
+        ServedScenario("crowd-one-at-a-time", _crowd(), concurrent=True, pass_delay=0.004),
         # plain decode: the first client takes a pass a token, so it outlasts the leavers
         ServedScenario("prefill-leavers-parallel-2", _prefill_leavers(), parallel=2,
                        concurrent=True, pass_delay=0.008, head="none"),
