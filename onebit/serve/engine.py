@@ -305,11 +305,12 @@ class Engine:
             return base
 
         if self.batch is None:
-            head, k = head_for(self.head, self.model, speculative=request.speculative,
-                               draft=self.draft, k=self.k, seeded=_seeded(request))
-            if request.prediction is not None and request.speculative:
+            if self.drafts_prediction(request):
                 factory, k = self.from_prediction(request, ids)
                 head = factory(None)
+            else:
+                head, k = head_for(self.head, self.model, speculative=request.speculative,
+                                   draft=self.draft, k=self.k, seeded=_seeded(request))
             base = wrapped(self.model)
             try:
                 result = self.run(base, head, ids, max_tokens=max_tokens, k=k,
@@ -329,7 +330,8 @@ class Engine:
         if cut.hit is None:
             send(cut.push(stream.flush()))
             send(cut.finish())
-        stats = {"head": self.head if used else "none", "rounds": getattr(s, "rounds", 0),
+        drafter = "prediction" if self.drafts_prediction(request) else self.head
+        stats = {"head": drafter if used else "none", "rounds": getattr(s, "rounds", 0),
                  "proposed": getattr(s, "proposed", 0), "accepted": getattr(s, "accepted", 0)}
         # a stop id is counted in the ids and the usage, but it has no text, and the tokens
         # of a stop string are not the client's: neither is listed
@@ -343,10 +345,11 @@ class Engine:
         request leaves the queue at once)."""
         from onebit.batch import BatchRefused, BatchRequest, QueueFull
 
-        factory, k = batched_head(self.head, speculative=request.speculative, k=self.k,
-                                  seeded=_seeded(request))
-        if request.prediction is not None and request.speculative:
+        if self.drafts_prediction(request):
             factory, k = self.from_prediction(request, ids)
+        else:
+            factory, k = batched_head(self.head, speculative=request.speculative, k=self.k,
+                                      seeded=_seeded(request))
         try:
             handle = self.batch.submit(BatchRequest(
                 prompt=ids, max_tokens=max_tokens, head=factory, k=k,
@@ -371,6 +374,11 @@ class Engine:
     def predicted(self, request: Request) -> list[int]:
         """The prediction's tokens, as the tokenizer spells the text on its own."""
         return self.model.tokenizer.encode(request.prediction, add_special_tokens=False)
+
+    @staticmethod
+    def drafts_prediction(request: Request) -> bool:
+        """Whether the request's own prediction drafts (in place of the server's head)."""
+        return request.prediction is not None and request.speculative
 
     def from_prediction(self, request: Request, ids: list[int]):
         """(factory, k): the drafts are the prediction's (OpenAI's predicted outputs), in
