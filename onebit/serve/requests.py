@@ -273,25 +273,32 @@ def _content(role: str, content, where: str) -> str:
     `input_audio`, ...) is refused naming `messages[i].content[j].type`."""
     if content is None and role == "assistant":
         return ""
+    return _text_or_parts(content, f"{where}.content", "\n", "the prompt")
+
+
+def _text_or_parts(content, where: str, joiner: str, what: str) -> str:
+    """`content` (at `where`) as one string: a string as it is, or a list of text parts
+    (`{"type": "text", "text": ...}`) joined with `joiner`; any other part type refused
+    naming `where[j].type`."""
     if isinstance(content, str):
-        return checked_text(content, f"{where}.content")
+        return checked_text(content, where)
     if not isinstance(content, list):
-        raise RequestError(f"{where}.content", f"{where}.content must be a string or a list "
-                           "of text parts (onebit serve takes text content only)")
+        raise RequestError(where, f"{where} must be a string or a list of text parts "
+                           "(onebit serve takes text content only)")
     texts = []
     for j, part in enumerate(content):
-        at = f"{where}.content[{j}]"
+        at = f"{where}[{j}]"
         if not isinstance(part, dict):
             raise RequestError(at, f"{at} must be an object such as "
                                "{\"type\": \"text\", \"text\": ...}")
         if part.get("type") != "text":
             raise RequestError(f"{at}.type", f"{at}.type is {part.get('type')!r}: onebit "
                                "serve takes text parts only (\"type\": \"text\")")
-        refuse_unknown(part, TEXT_PART_KEYS, at, "the prompt")
+        refuse_unknown(part, TEXT_PART_KEYS, at, what)
         if not isinstance(part.get("text"), str):
             raise RequestError(f"{at}.text", f"{at}.text must be a string")
         texts.append(checked_text(part["text"], f"{at}.text"))
-    return "\n".join(texts)
+    return joiner.join(texts)
 
 
 def _prediction(body: dict) -> str | None:
@@ -308,23 +315,7 @@ def _prediction(body: dict) -> str | None:
     if value.get("type") != "content":
         raise RequestError("prediction.type", f"prediction.type must be 'content', got "
                            f"{value.get('type')!r}")
-    content = value.get("content")
-    if isinstance(content, str):
-        return checked_text(content, "prediction.content")
-    if not isinstance(content, list):
-        raise RequestError("prediction.content", "prediction.content must be a string or a "
-                           "list of text parts")
-    texts = []
-    for j, part in enumerate(content):
-        at = f"prediction.content[{j}]"
-        if not isinstance(part, dict) or part.get("type") != "text":
-            raise RequestError(f"{at}.type", f"{at} must be a text part "
-                               "({\"type\": \"text\", \"text\": ...})")
-        refuse_unknown(part, frozenset({"type", "text"}), at, "the drafts")
-        if not isinstance(part.get("text"), str):
-            raise RequestError(f"{at}.text", f"{at}.text must be a string")
-        texts.append(checked_text(part["text"], f"{at}.text"))
-    return "".join(texts)
+    return _text_or_parts(value.get("content"), "prediction.content", "", "the drafts")
 
 
 def _logprobs(kind: str, body: dict) -> int | None:
