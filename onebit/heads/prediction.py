@@ -6,7 +6,10 @@ of that guess that follow the answer so far. While the answer follows the predic
 round drafts the next `k` predicted tokens; where it leaves the prediction (the edit), the
 head drafts nothing until the answer's last `n` tokens occur in the prediction again, and
 then drafts from there: the place is found again, the first occurrence after the last place
-it held, else anywhere.
+it held, else anywhere. A place found again whose first draft is rejected was a false anchor
+(three tokens of code or prose recur by chance): the anchor it takes grows by one token each
+time, up to `n`, and falls back to three once such drafts are accepted, so a prediction the
+answer has left behind stops costing verify rows.
 
 The drafts are deterministic (q is one-hot), so greedy text equals plain decoding's and
 sampled text is distributed as plain sampling's, whatever the prediction says. A wrong
@@ -52,8 +55,17 @@ class PredictionHead:
         self._seen = 0  # committed tokens, the prompt's included
         self.cursor: int | None = 0  # where the answer so far stands in the prediction
         self.held = 0  # the furthest place held (a lost place is found again after it)
+        self.anchor = ANCHOR  # the fewest matching tokens that find the place again
+        self.trial = False  # the place was found again, and no draft from it accepted yet
+        self._guess: list[int] | None = None  # the drafts of the last round, on trial
 
     def commit_rows(self, tokens: Sequence[int], rows: np.ndarray, count: int) -> None:
+        if self._guess is not None and count > 0:  # t1, then the drafts that were accepted
+            if count > 1 and int(tokens[1]) == self._guess[0]:  # the place was right
+                self.anchor, self.trial = ANCHOR, False
+            else:
+                self.anchor = min(self.n, self.anchor + 1)
+            self._guess = None
         for token in tokens[:count]:
             self._seen += 1
             if self._seen <= self.prompt_len:
@@ -62,6 +74,7 @@ class PredictionHead:
             self.cursor = self._next(self.cursor, int(token))
         if self.cursor is None and self.answer:  # left the prediction: find the place again
             self.cursor = self.find(self.answer)
+            self.trial = self.cursor is not None
 
     def _next(self, cursor: int | None, token: int) -> int | None:
         """The place after `token`, if the answer still follows the prediction there."""
@@ -79,14 +92,17 @@ class PredictionHead:
             else None
         if place is None:
             place = self.find(answer)
+            self.trial = place is not None
         if place is None:
             return []
-        return self.predicted[place:place + min(k, self.k)]
+        drafts = self.predicted[place:place + min(k, self.k)]
+        self._guess = drafts if self.trial and drafts else None
+        return drafts
 
     def find(self, answer: Sequence[int]) -> int | None:
-        """The place in the prediction after the answer's last `n` (down to ANCHOR) tokens:
+        """The place in the prediction after the answer's last `n` (down to `anchor`) tokens:
         their first occurrence from the furthest place held on, else from the start."""
-        for m in range(min(self.n, len(answer)), ANCHOR - 1, -1):
+        for m in range(min(self.n, len(answer)), self.anchor - 1, -1):
             tail = list(answer[-m:])
             for start in (self.held, 0):
                 at = _index(self.predicted, tail, max(0, start - m))

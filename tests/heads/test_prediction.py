@@ -87,3 +87,24 @@ def test_bad_settings_are_refused():
     for kwargs, name in (({"k": 0}, "k"), ({"n": 1}, "n"), ({"prompt_len": -1}, "prompt_len")):
         with pytest.raises(ValueError, match=name):
             PredictionHead([1, 2, 3], **{"prompt_len": 2, **kwargs})
+
+
+def test_PR4_a_false_anchor_makes_the_next_one_longer():
+    """A place found again whose first draft is rejected was a false anchor: the next find
+    needs one more matching token (up to n); an accepted draft from a found place brings it
+    back to three. The drafts stay the prediction's, so the text is unchanged (PR1)."""
+    p = [1, 2, 3, 50, 51, 52, 1, 2, 3, 60, 61, 62, 63]
+    head = PredictionHead(p, prompt_len=1)
+    head.commit_rows([0, 9], None, 2)  # the prompt, then an answer token off the prediction
+    head.commit_rows([1, 2], None, 2)
+    assert head.propose(3, 5, 4, None) == [50, 51, 52, 1]  # found at its first occurrence
+    head.commit_rows([3, 77], None, 2)  # t1, then something else than the draft 50
+    assert head.anchor == ANCHOR + 1
+    head.commit_rows([1, 2], None, 2)
+    assert head.propose(3, 9, 4, None) == []  # three matching tokens no longer anchor
+    head.commit_rows([3], None, 1)
+    head.commit_rows([60], None, 1)
+    # four now: [2, 3, 60] + 61 matches p[7:11]; its first draft accepted brings it back
+    assert head.propose(61, 11, 2, None) == [62, 63]
+    head.commit_rows([61, 62], None, 2)
+    assert head.anchor == ANCHOR
