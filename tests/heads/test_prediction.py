@@ -2,7 +2,8 @@
 forward (the served contract's fabricated Qwen3), its checks named for `mutants/serve/`:
 PR1 whatever the prediction says, the text is plain greedy decoding's and the base ends where
 greedy's does; PR2 after an edit the head finds its place again from an anchor of the answer's
-last tokens, never from fewer; PR3 a right prediction drafts whole rounds of it."""
+last tokens, never from fewer; PR3 a right prediction drafts whole rounds of it; PR4 a false
+anchor makes the next one longer."""
 
 from __future__ import annotations
 
