@@ -52,6 +52,8 @@ class AskTrace:
     body: dict  # what was sent (without `stream`)
     expected: list[reference.Expected]  # one per answer (`n`)
     defined: reference.Expected | None  # greedy: the definitions' answer
+    unpredicted: reference.Expected | None = None  # greedy with a prediction: the library's
+    #                                               answer to the request without it
     whole: Reply | None = None
     streamed: Reply | None = None
 
@@ -204,12 +206,15 @@ def expect(model, index: int, ask: Ask, head: str) -> AskTrace:
         expected = [] if leaver and len(ask.prompt) > LONG else [
             reference.library_answer(model, ask, {**one, "seed": seed}, head=head)
             for seed in seeds]
-        defined = None
+        defined = unpredicted = None
         if not ask.sampled and "response_format" not in body and not leaver:
             defined = reference.definition_answer(model, ask, body)
-        _REFERENCES[key] = (body, expected, defined)
-    body, expected, defined = _REFERENCES[key]
-    return AskTrace(index, ask, dict(body), expected, defined)
+        if ask.predict and not ask.sampled:
+            without = {k: v for k, v in body.items() if k != "prediction"}
+            unpredicted = reference.library_answer(model, ask, without, head=head)
+        _REFERENCES[key] = (body, expected, defined, unpredicted)
+    body, expected, defined, unpredicted = _REFERENCES[key]
+    return AskTrace(index, ask, dict(body), expected, defined, unpredicted)
 
 
 def _serve_one(url: str, t: AskTrace, *, whole: bool, streamed: bool) -> None:
