@@ -62,7 +62,7 @@ IGNORED = {COMPLETION: IGNORED_BOTH, CHAT: IGNORED_BOTH}
 # Fields that would change the answer and that onebit does not do: refused by name, never
 # ignored. Each maps to the values that mean "not used", which are accepted (null always is),
 # and to what to do instead.
-_NO_TOOLS = "tools are served on /v1/chat/completions only"
+_NO_TOOLS = "tools are served on /v1/chat/completions and /v1/responses"
 _LEGACY = "the legacy functions API is not served: send tools (and tool_choice)"
 UNSUPPORTED_BOTH = {
     "best_of": ((1,), "one sequence is decoded per answer; n asks for more answers"),

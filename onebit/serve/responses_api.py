@@ -10,11 +10,22 @@ Responses field (`max_output_tokens`, `text.format.schema`, `input[2].content[0]
 the chat field it was mapped to.
 
 The boundary is an allow-list, as chat's is: a field is read, accepted and ignored because it
-cannot change the answer, or refused unless it holds the value that means "not used" (tools
-are not served: `tools` only [], `tool_choice` only "none" / "auto"); any other name is a 400
-naming it. Input items are messages only (roles user, system, developer, assistant; text
-parts `input_text` / `output_text`); a `function_call`, `reasoning` or other item, or an
-`input_image` / `input_file` part, is refused naming its path.
+cannot change the answer, or refused unless it holds the value that means "not used"; any
+other name is a 400 naming it. Input items are messages (roles user, system, developer,
+assistant; text parts `input_text` / `output_text`), `function_call` items and
+`function_call_output` items; a `reasoning` or other item, or an `input_image` /
+`input_file` part, is refused naming its path.
+
+Tools are chat's (onebit.serve.tools), mapped at the boundary: a function tool
+`{"type": "function", "name", "description", "parameters", "strict"}` becomes chat's
+`{"type": "function", "function": {...}}` (another tool type, `web_search`, `file_search`,
+..., is refused naming `tools[i].type`); `tool_choice` "none" / "auto" / "required" /
+`{"type": "function", "name"}` becomes chat's; a `function_call` input item joins the
+assistant turn before it as one of its `tool_calls`, a `function_call_output` item is a tool
+message (`tool_call_id` its `call_id`). The answer's calls, parsed as chat parses them, are
+`function_call` output items (`fc_<hex>` ids, chat's `call_<hex>` as `call_id`) after the
+message item, which is left out when the answer is calls only; the stored conversation keeps
+them, so `previous_response_id` continues it.
 
 `previous_response_id` continues a conversation kept by `ResponseStore`: a bounded, in-memory,
 thread-safe store (the newest 256 responses and at most 64 Mi characters of text, oldest out).
@@ -29,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import threading
 import time
 import uuid
@@ -40,16 +52,16 @@ from onebit.serve.errors import RequestError
 from onebit.serve.fields import checked_text, is_jsonable, is_neutral, refuse_unknown
 from onebit.serve.requests import CHAT, Request, parse
 from onebit.serve.stream import PieceChannel
+from onebit.serve.tools import parse_answer
 
 # The body's fields: read, accepted and ignored (they cannot change the answer), or refused
 # unless "not used" (null always is).
 READ = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature",
                   "top_p", "stream", "previous_response_id", "store", "metadata", "user",
-                  "text", "parallel_tool_calls", "tool_choice"})
+                  "text", "parallel_tool_calls", "tool_choice", "tools"})
 IGNORED = frozenset({"safety_identifier", "service_tier", "prompt_cache_key"})
-_NO_TOOLS = "tools are served on /v1/chat/completions, not yet on /v1/responses"
+_FUNCTIONS_ONLY = "function tools only are served ({\"type\": \"function\", \"name\": ...})"
 UNSUPPORTED = {
-    "tools": (([],), _NO_TOOLS),
     "include": (([],), "onebit serve adds nothing to the output"),
     "truncation": (("disabled",), "a conversation past the context is refused, never cut"),
     "background": ((False,), "a response is answered while the request waits"),
@@ -57,9 +69,13 @@ UNSUPPORTED = {
     "prompt": ((), "prompt templates are not served: send input and instructions"),
     "top_logprobs": ((0,), "the Responses API is served without logprobs: ask "
                      "/v1/chat/completions"),
-    "max_tool_calls": ((), _NO_TOOLS),
+    "max_tool_calls": ((), "parallel_tool_calls false limits an answer to one call"),
 }
-TOOL_CHOICES = ("none", "auto")
+TOOL_CHOICES = ("none", "auto", "required")
+#: keys of a function tool (the Responses API's flat form) and of the input items for calls
+TOOL_KEYS = frozenset({"type", "name", "description", "parameters", "strict"})
+CALL_ITEM_KEYS = frozenset({"type", "call_id", "name", "arguments", "id", "status"})
+OUTPUT_ITEM_KEYS = frozenset({"type", "call_id", "output", "id", "status"})
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 # keys of an input message item (`id`, `status`, `phase`: an earlier output item sent back)
 MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status", "phase"})
@@ -100,7 +116,9 @@ class ResponseStore:
         self._chars = 0
 
     def put(self, body: dict, conversation: list[dict]) -> None:
-        chars = sum(len(m["content"]) for m in conversation)
+        chars = sum(len(m["content"]) + sum(len(c["function"]["arguments"]) + len(c["id"])
+                                            for c in m.get("tool_calls") or ())
+                    for m in conversation)
         with self._lock:
             old = self._kept.pop(body["id"], None)
             if old is not None:
@@ -134,12 +152,37 @@ class ResponseRequest:
     id: str = field(default_factory=lambda: "resp_" + uuid.uuid4().hex)
     message_id: str = field(default_factory=lambda: "msg_" + uuid.uuid4().hex)
     created_at: int = field(default_factory=lambda: int(time.time()))
+    #: the answer's (content, calls) as a stream parsed it (None: parsed from the text)
+    parsed: tuple[str | None, list[dict]] | None = None
+
+    @property
+    def parses(self) -> bool:
+        """Whether the answer's calls are parsed out of its text (tools, and a tool_choice
+        other than "none")."""
+        return self.request.tools is not None and self.request.tools.parses
+
+    def answer(self, completion: Completion) -> tuple[str, list[dict]]:
+        """The answer's (text content, chat's calls): its whole text and no calls without
+        tools (onebit.serve.tools.parse_answer with them)."""
+        if not self.parses:
+            return completion.text, []
+        if self.parsed is None:
+            self.parsed = parse_answer(self.request.tools, completion.text)
+        content, calls = self.parsed
+        return content or "", calls
 
     def message(self, text: str, status: str) -> dict:
         """The output message item."""
         content = [] if status == "in_progress" else [_output_text(text)]
         return {"type": "message", "id": self.message_id, "status": status,
                 "role": "assistant", "content": content}
+
+    def output(self, completion: Completion, status: str) -> list[dict]:
+        """The output items: the message (when there is text, or no call), then a
+        function_call item per call."""
+        content, calls = self.answer(completion)
+        items = [self.message(content, status)] if content or not calls else []
+        return items + [function_call(call) for call in calls]
 
     def body(self, model: str, completion: Completion | None = None, *,
              error: dict | None = None) -> dict:
@@ -155,7 +198,7 @@ class ResponseRequest:
             if status == "incomplete":
                 details = {"reason": "max_output_tokens"}
             item = "incomplete" if status == "cancelled" else status
-            output = [self.message(completion.text, item)]
+            output = self.output(completion, item)
             made = len(completion.token_ids)
             used = {"input_tokens": completion.prompt_tokens,
                     "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
@@ -171,12 +214,23 @@ class ResponseRequest:
     def keep(self, store: ResponseStore, body: dict, completion: Completion) -> None:
         """Keep a finished response (when the request let it be kept) for continuations."""
         if self.store and body["status"] in ("completed", "incomplete"):
-            answer = {"role": "assistant", "content": completion.text}
+            content, calls = self.answer(completion)
+            answer = {"role": "assistant", "content": content}
+            if calls:
+                answer["tool_calls"] = calls
             store.put(body, [*self.conversation, answer])
 
 
 def _output_text(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": []}
+
+
+def function_call(call: dict) -> dict:
+    """Chat's call (onebit.serve.tools) as a function_call output item: its id is the
+    call_id, the item's id `fc_` and the same hex."""
+    return {"type": "function_call", "id": "fc_" + call["id"].removeprefix("call_"),
+            "call_id": call["id"], "name": call["function"]["name"],
+            "arguments": call["function"]["arguments"], "status": "completed"}
 
 
 def _shown(value) -> str:
@@ -231,7 +285,8 @@ def _item(item, where: str) -> dict:
     kind = item.get("type")
     if kind not in (None, "message"):
         raise RequestError(f"{where}.type", f"{where}.type is {_shown(kind)}: onebit serve "
-                           f"takes message items only ({_NO_TOOLS})")
+                           "takes message, function_call and function_call_output items "
+                           "only")
     refuse_unknown([k for k, v in item.items() if v is not None], MESSAGE_KEYS, where,
                     "the prompt")
     role = item.get("role")
@@ -251,7 +306,47 @@ def _item(item, where: str) -> dict:
     return {"role": ROLES[role], "content": text}
 
 
-def _input(body: dict) -> list[dict]:
+def _string_field(item: dict, name: str, where: str) -> str:
+    if not isinstance(item.get(name), str):
+        raise RequestError(f"{where}.{name}", f"{where}.{name} is required: a string")
+    return checked_text(item[name], f"{where}.{name}")
+
+
+def _call_item(item: dict, where: str) -> dict:
+    """A function_call item (an earlier answer's call, sent back) as chat's call."""
+    refuse_unknown([k for k, v in item.items() if v is not None], CALL_ITEM_KEYS, where,
+                    "the prompt")
+    return {"id": _string_field(item, "call_id", where), "type": "function",
+            "function": {"name": _string_field(item, "name", where),
+                         "arguments": _string_field(item, "arguments", where)}}
+
+
+def _result_item(item: dict, where: str, call_ids: set[str]) -> dict:
+    """A function_call_output item as chat's tool message: its output a string or a list of
+    text parts (joined with "\n")."""
+    refuse_unknown([k for k, v in item.items() if v is not None], OUTPUT_ITEM_KEYS, where,
+                    "the prompt")
+    call_id = _string_field(item, "call_id", where)
+    if call_id not in call_ids:
+        raise RequestError(f"{where}.call_id", f"{where}.call_id {_shown(call_id)} answers "
+                           "no earlier function_call")
+    output = item.get("output")
+    if isinstance(output, str):
+        text = checked_text(output, f"{where}.output")
+    elif isinstance(output, list):
+        text = "\n".join(_part_text(part, f"{where}.output[{j}]")
+                         for j, part in enumerate(output))
+    else:
+        raise RequestError(f"{where}.output", f"{where}.output must be a string or a list "
+                           "of text parts")
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def _input(body: dict, call_ids: set[str]) -> list[dict]:
+    """The input as chat's messages. A function_call item joins the assistant turn before
+    it (an answer's text and its calls, or parallel calls, are one assistant message, as
+    chat's are); a function_call_output item is a tool message answering a call made before
+    it (`call_ids`: those of the conversation so far)."""
     value = body.get("input")
     if value is None:
         raise RequestError("input", "input is required")
@@ -260,7 +355,71 @@ def _input(body: dict) -> list[dict]:
     if not isinstance(value, list):
         raise RequestError("input", f"input must be a string or a list of items, got "
                            f"{type(value).__name__}")
-    return [_item(item, f"input[{i}]") for i, item in enumerate(value)]
+    messages: list[dict] = []
+    for i, item in enumerate(value):
+        where = f"input[{i}]"
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "function_call":
+            call = _call_item(item, where)
+            call_ids.add(call["id"])
+            if messages and messages[-1]["role"] == "assistant":
+                messages[-1].setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append(_result_item(item, where, call_ids))
+        else:
+            messages.append(_item(item, where))
+    return messages
+
+
+def _tools(body: dict) -> list[dict] | None:
+    """`tools` (the Responses API's flat function tools) as chat's
+    `{"type": "function", "function": {...}}`; onebit.serve.tools checks them further."""
+    given = body.get("tools")
+    if given is None:
+        return None
+    if not isinstance(given, list):
+        raise RequestError("tools", f"tools must be a list of {{\"type\": \"function\", "
+                           f"\"name\": ...}} objects, got {type(given).__name__}")
+    chat = []
+    for i, tool in enumerate(given):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict):
+            raise RequestError(where, f"{where} must be an object such as "
+                               "{\"type\": \"function\", \"name\": ...}")
+        if tool.get("type") != "function":
+            raise RequestError(f"{where}.type", f"{where}.type={_shown(tool.get('type'))} is "
+                               f"not supported by onebit serve: {_FUNCTIONS_ONLY}")
+        refuse_unknown([k for k, v in tool.items() if v is not None], TOOL_KEYS, where,
+                        "the answer")
+        chat.append({"type": "function", "function": {
+            k: v for k, v in tool.items() if k != "type" and v is not None}})
+    return chat
+
+
+def _tool_choice(value):
+    """`tool_choice` as chat's: a string as it is; {"type": "function", "name"} as
+    {"type": "function", "function": {"name"}}; other forms refused naming the path."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value not in TOOL_CHOICES:
+            raise RequestError("tool_choice", f"tool_choice must be \"none\", \"auto\", "
+                               f"\"required\" or {{\"type\": \"function\", \"name\": ...}}, "
+                               f"got {_shown(value)}")
+        return value
+    if not isinstance(value, dict):
+        raise RequestError("tool_choice", f"tool_choice must be a string or an object, got "
+                           f"{_shown(value)}")
+    if value.get("type") != "function":
+        raise RequestError("tool_choice.type", f"tool_choice.type={_shown(value.get('type'))} "
+                           f"is not supported by onebit serve: {_FUNCTIONS_ONLY}")
+    refuse_unknown(value, frozenset({"type", "name"}), "tool_choice", "the answer")
+    if not isinstance(value.get("name"), str):
+        raise RequestError("tool_choice.name", "tool_choice.name is required: the name of "
+                           "one of the tools")
+    return {"type": "function", "function": {"name": value["name"]}}
 
 
 def _format(body: dict) -> tuple[dict, dict | None]:
@@ -327,6 +486,26 @@ def renamed(error: RequestError) -> RequestError:
     return error
 
 
+# chat's tool paths -> the Responses form's (only for chat's parse: our own checks already
+# name `tools[i].function` for a nested function sent here, which must stay as it is)
+_TOOL_PATH = re.compile(r"^tools\[(\d+)\]\.function|^tool_choice\.function")
+
+
+def _tool_renamed(error: RequestError) -> RequestError:
+    """An error of chat's tools check naming the Responses field (`tools[0].name`, not
+    `tools[0].function.name`)."""
+    param = error.param
+    if param is None or not _TOOL_PATH.match(param):
+        return error
+
+    def ours(text: str) -> str:
+        return re.sub(r"tools\[(\d+)\]\.function|tool_choice\.function",
+                      lambda m: f"tools[{m.group(1)}]" if m.group(1) else "tool_choice", text)
+
+    return RequestError(ours(param), ours(str(error)), code=error.code, status=error.status,
+                        kind=error.kind)
+
+
 def parse_response_request(body: object, store: ResponseStore) -> ResponseRequest:
     """The `ResponseRequest` in `body` (decoded JSON); a `RequestError` naming the field
     otherwise, a 404 for a `previous_response_id` the store does not hold."""
@@ -340,20 +519,20 @@ def parse_response_request(body: object, store: ResponseStore) -> ResponseReques
     for name in ("store", "parallel_tool_calls", "stream"):
         if body.get(name) is not None and not isinstance(body[name], bool):
             raise RequestError(name, f"{name} must be true or false, got {_shown(body[name])}")
-    tool_choice = body.get("tool_choice")
-    if tool_choice is not None and tool_choice not in TOOL_CHOICES:
-        raise RequestError("tool_choice", f"tool_choice={_shown(tool_choice)} is not "
-                           f"supported by onebit serve: {_NO_TOOLS}")
+    tool_choice = _tool_choice(body.get("tool_choice"))
+    tools = _tools(body)
     metadata = _metadata(body)
     text, response_format = _format(body)
     history: list[dict] = []
+    call_ids: set[str] = set()
     if previous is not None:
         kept = store.get(previous)
         if kept is None:
             raise RequestError("previous_response_id", f"Previous response with id "
                                f"'{previous}' not found.", status=404)
         history = kept.conversation
-    conversation = [*history, *_input(body)]
+        call_ids = {c["id"] for m in history for c in m.get("tool_calls") or ()}
+    conversation = [*history, *_input(body, call_ids)]
     system = [] if instructions is None else [{"role": "system", "content": instructions}]
     chat = {"messages": system + conversation, "stream": body.get("stream")}
     if model is not None:
@@ -364,17 +543,23 @@ def parse_response_request(body: object, store: ResponseStore) -> ResponseReques
             chat[theirs] = body[ours]
     if response_format is not None:
         chat["response_format"] = response_format
+    for name, value in (("tools", tools), ("tool_choice", tool_choice),
+                        ("parallel_tool_calls", body.get("parallel_tool_calls"))):
+        if value is not None:
+            chat[name] = value
     try:
         request = parse(CHAT, chat)
     except RequestError as error:
-        raise renamed(error) from None
+        raise renamed(_tool_renamed(error)) from None
     given = {name: body.get(name) for name in ("temperature", "top_p", "parallel_tool_calls")}
     echo = {"instructions": instructions, "max_output_tokens": body.get("max_output_tokens"),
             "previous_response_id": previous,
             "temperature": 1.0 if given["temperature"] is None else float(given["temperature"]),
             "top_p": 1.0 if given["top_p"] is None else float(given["top_p"]),
             "text": text, "parallel_tool_calls": given["parallel_tool_calls"] is not False,
-            "tool_choice": tool_choice or "auto", "tools": [], "truncation": "disabled",
+            "tool_choice": body.get("tool_choice") or "auto",
+            "tools": [{k: v for k, v in t.items() if v is not None} for t in body.get("tools")
+                      or ()], "truncation": "disabled",
             "reasoning": None, "store": body.get("store") is not False,
             "metadata": metadata, "user": user}
     return ResponseRequest(request, conversation, echo, store=echo["store"])
@@ -407,6 +592,10 @@ async def response_events(engine: Engine, wanted: ResponseRequest, store: Respon
     """The SSE events of one streamed response: created, in_progress, the output item and
     its content part added, a text delta per piece the `PieceChannel` hands over, the text,
     part and item done, then completed (or incomplete; failed for a fault in the decode).
+    With tools the text is parsed as it comes (onebit.serve.tools.CallStream): the message
+    item opens at the first content (or at the end, empty, when the answer made no call);
+    each call follows it as a function_call item (added, its arguments' delta and done,
+    item done) once the answer is over, in the final response's order.
     When the client goes away the generator is closed and the decode ends at its next token,
     as a streamed chat's does."""
     channel = PieceChannel(loop, interval)
@@ -422,33 +611,69 @@ async def response_events(engine: Engine, wanted: ResponseRequest, store: Respon
     loop.run_in_executor(decodes, work)
     numbers = itertools.count()
     where = {"item_id": wanted.message_id, "output_index": 0, "content_index": 0}
+    calls = wanted.request.tools.stream() if wanted.parses else None
+    said: list[str] = []
+
+    def opening() -> list[str]:
+        return [_sse("response.output_item.added", {
+                    "output_index": 0, "item": wanted.message("", "in_progress")}, numbers),
+                _sse("response.content_part.added", {**where, "part": _output_text("")},
+                     numbers)]
+
+    def delta(text: str) -> list[str]:
+        events = [] if said or calls is None else opening()
+        said.append(text)
+        return events + [_sse("response.output_text.delta", {**where, "delta": text,
+                                                              "logprobs": []}, numbers)]
+
     try:
         shell = wanted.body(engine.name)
         yield _sse("response.created", {"response": shell}, numbers)
         yield _sse("response.in_progress", {"response": shell}, numbers)
-        yield _sse("response.output_item.added", {
-            "output_index": 0, "item": wanted.message("", "in_progress")}, numbers)
-        yield _sse("response.content_part.added", {**where, "part": _output_text("")},
-                   numbers)
+        if calls is None:
+            for event in opening():
+                yield event
         end = None
         while end is None:
             got = await channel.get()  # (text, [extras,] end)
             text, end = got[0], got[-1]
+            if calls is not None and text:
+                text, _ = calls.push(text)
             if text:
-                yield _sse("response.output_text.delta", {**where, "delta": text,
-                                                          "logprobs": []}, numbers)
+                for event in delta(text):
+                    yield event
         kind, value = end
         if kind != "done":
             yield _sse("response.failed", {"response": wanted.body(
                 engine.name, error=_failure(value))}, numbers)
             return
+        if calls is not None:
+            text, _ = calls.finish()
+            if text:
+                for event in delta(text):
+                    yield event
+            wanted.parsed = ("".join(said) or None, calls.calls)
         body = finished(engine, wanted, store, value)
-        item = body["output"][0]
-        yield _sse("response.output_text.done", {**where, "text": value.text,
-                                                 "logprobs": []}, numbers)
-        yield _sse("response.content_part.done", {**where, "part": item["content"][0]},
-                   numbers)
-        yield _sse("response.output_item.done", {"output_index": 0, "item": item}, numbers)
+        for index, item in enumerate(body["output"]):
+            if item["type"] == "message":
+                if calls is not None and not said:
+                    for event in opening():
+                        yield event
+                yield _sse("response.output_text.done", {
+                    **where, "text": item["content"][0]["text"], "logprobs": []}, numbers)
+                yield _sse("response.content_part.done", {**where, "part": item["content"][0]},
+                           numbers)
+            else:
+                at = {"item_id": item["id"], "output_index": index}
+                yield _sse("response.output_item.added", {
+                    "output_index": index, "item": {**item, "arguments": "",
+                                                    "status": "in_progress"}}, numbers)
+                yield _sse("response.function_call_arguments.delta", {
+                    **at, "delta": item["arguments"]}, numbers)
+                yield _sse("response.function_call_arguments.done", {
+                    **at, "arguments": item["arguments"]}, numbers)
+            yield _sse("response.output_item.done", {"output_index": index, "item": item},
+                       numbers)
         last = "response.completed" if body["status"] == "completed" else \
             "response.incomplete"
         yield _sse(last, {"response": body}, numbers)

@@ -26,6 +26,20 @@ STREAM_HEAD = ["response.created", "response.in_progress", "response.output_item
                "response.content_part.added"]
 STREAM_TAIL = ["response.output_text.done", "response.content_part.done",
                "response.output_item.done"]
+#: a function's arguments the toy completes: bounded values, compact whitespace
+WEATHER = {"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 8},
+    "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+    "required": ["city", "days"], "additionalProperties": False,
+    "x-guidance": {"whitespace_flexible": False}}
+TOOLS = [{"type": "function", "name": "get_weather", "description": "The weather in a city",
+          "parameters": WEATHER, "strict": True}]
+CHAT_TOOLS = [{"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+              for tool in TOOLS]
+NAMED = {"type": "function", "name": "get_weather"}
+ASK = "What is the weather in Paris?"
+CALL_EVENTS = ["response.output_item.added", "response.function_call_arguments.delta",
+               "response.function_call_arguments.done", "response.output_item.done"]
 
 
 @pytest.fixture(scope="module", params=[None, 3], ids=["one-at-a-time", "parallel-3"])
@@ -37,6 +51,18 @@ def url(request):
     parallel = request.param
     engine = Engine(ServedToy(parallel or 1), head="ngram", parallel=parallel)
     with ServerThread(create_app(engine)) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def wide():
+    """The toy served one request at a time with a context wide enough for the tools block
+    (its default 512 positions hold none)."""
+    from onebit.serve import Engine, create_app
+    from onebit.serve.server import ServerThread
+    from pytest_onebit.serve.toy import ServedToy
+
+    with ServerThread(create_app(Engine(ServedToy(1, context=2048), head="ngram"))) as server:
         yield server.url
 
 
@@ -280,9 +306,13 @@ def test_text_format_json_schema_answers_conforming_json(url):
         {"type": "input_text", "text": "What is this?"},
         {"type": "input_image", "image_url": "https://example.com/a.png"}]}]},
      "input[0].content[1].type"),
-    ({"input": [{"role": "user", "content": "x"},
-                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]},
+    ({"input": [{"role": "user", "content": "x"}, {"type": "reasoning", "summary": []}]},
      "input[1].type"),
+    ({"input": [{"role": "user", "content": "x"},
+                {"type": "function_call_output", "call_id": "c", "output": "1"}]},
+     "input[1].call_id"),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f"}]},
+     "input[0].arguments"),
     ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
      "input[0].content[0].type"),
     ({"input": "x", "seed": 3}, "seed"),
@@ -297,8 +327,17 @@ def test_text_format_json_schema_answers_conforming_json(url):
     ({"input": [{"role": "user", "content": "x", "name": "me"}]}, "input[0].name"),
     ({"input": "x", "temperature": 3}, "temperature"),
     ({"input": "x", "instructions": 7}, "instructions"),
-    ({"input": "x", "tools": [{"type": "function", "name": "f"}]}, "tools"),
+    ({"input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"input": "x", "tools": [{"type": "function", "name": "a b"}]}, "tools[0].name"),
+    ({"input": "x", "tools": [{"type": "function", "name": "f",
+                               "function": {"name": "f"}}]}, "tools[0].function"),
+    ({"input": "x", "tools": [{"type": "function", "name": "f",
+                               "parameters": {"type": "string"}}]}, "tools[0].parameters"),
     ({"input": "x", "tool_choice": "required"}, "tool_choice"),
+    ({"input": "x", "tools": TOOLS, "tool_choice": {"type": "file_search"}},
+     "tool_choice.type"),
+    ({"input": "x", "tools": TOOLS, "tool_choice": {"type": "function", "name": "nope"}},
+     "tool_choice"),
     ({"input": "x", "truncation": "auto"}, "truncation"),
     ({"input": "x", "reasoning": {"effort": "high"}}, "reasoning"),
     ({"input": "x", "include": ["message.output_text.logprobs"]}, "include"),
@@ -316,9 +355,11 @@ def test_text_format_json_schema_answers_conforming_json(url):
 ])
 @pytest.mark.parametrize("stream", [False, True])
 def test_bad_requests_are_400_naming_the_path(url, body, param, stream):
-    """An input_image or input_file part, a function_call item, an unknown field (`seed` is
-    chat's, not the Responses API's), a wrong type or range, a budget or an input past the
-    context, tools, and a bad text.format are each a 400 in OpenAI's error JSON whose param
+    """An input_image or input_file part, a reasoning item, a function_call_output that
+    answers no call, an unknown field (`seed` is chat's, not the Responses API's), a wrong
+    type or range, a budget or an input past the context, a tool that is not a function (or
+    a bad one, or chat's nested form), a tool_choice that is not a function of the tools,
+    and a bad text.format are each a 400 in OpenAI's error JSON whose param
     names the Responses field by its path (never the chat field it maps to), streamed or
     not (before any event)."""
     status, error = _call(url, "/v1/responses", {**body, "stream": stream})
@@ -417,3 +458,168 @@ def test_a_client_gone_mid_stream_cancels_the_decode():
             time.sleep(0.05)
         assert engine.metrics()["cancelled_total"] == 1
         assert engine.metrics()["tokens_total"] < 400
+
+
+# -- tools --------------------------------------------------------------------------------
+
+
+def _arguments(item: dict) -> dict:
+    """A function_call item's arguments, validated against the function's schema."""
+    import jsonschema
+
+    assert item["type"] == "function_call" and item["name"] == "get_weather"
+    assert item["id"].startswith("fc_") and item["call_id"].startswith("call_")
+    assert item["status"] == "completed"
+    value = json.loads(item["arguments"])
+    jsonschema.validate(value, WEATHER)
+    return value
+
+
+def _chat_call(url: str, messages: list[dict]) -> dict:
+    """The call /v1/chat/completions makes for `messages` with the same tools, named."""
+    choice = _chat(url, messages, 96, tools=CHAT_TOOLS, parallel_tool_calls=False,
+                   tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    (call,) = choice["message"]["tool_calls"]
+    return call
+
+
+def test_a_named_tool_choice_answers_a_function_call_whole_and_streamed(wide):
+    """Function tools in the Responses form and a named tool_choice: the output is one
+    function_call item (no message: the answer is the call only) whose arguments validate
+    against the schema, the same call (name and arguments) /v1/chat/completions makes for
+    the equivalent request, and the response repeats the tools and the choice. Streamed:
+    created, in_progress, the call's output_item.added (in progress, no arguments yet), its
+    arguments' delta and done, output_item.done, completed; every event validates as the
+    openai package's `ResponseStreamEvent`, and the final response's call is the whole
+    answer's."""
+    pytest.importorskip("jsonschema")
+    from openai.types.responses import ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    fields = {"input": ASK, "tools": TOOLS, "tool_choice": NAMED,
+              "parallel_tool_calls": False, "max_output_tokens": 96}
+    whole = _create(wide, **fields)
+    _valid(whole)
+    assert whole["status"] == "completed"
+    (item,) = whole["output"]
+    _arguments(item)
+    call = _chat_call(wide, [{"role": "user", "content": ASK}])
+    assert (item["name"], item["arguments"]) == (call["function"]["name"],
+                                                 call["function"]["arguments"])
+    assert whole["tools"] == TOOLS and whole["tool_choice"] == NAMED
+    events = _events(wide, **fields)
+    names = [name for name, _ in events]
+    assert names == (["response.created", "response.in_progress"] + CALL_EVENTS
+                     + ["response.completed"])
+    assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
+    adapter = TypeAdapter(ResponseStreamEvent)
+    for _, data in events:
+        adapter.validate_python(data)
+    added, delta, done, item_done = (data for _, data in events[2:6])
+    assert added["item"]["status"] == "in_progress" and added["item"]["arguments"] == ""
+    final = events[-1][1]["response"]
+    (streamed,) = final["output"]
+    assert delta["delta"] == done["arguments"] == streamed["arguments"] == item["arguments"]
+    assert item_done["item"] == streamed and delta["item_id"] == streamed["id"]
+    _valid(final)
+
+
+def test_auto_answers_text_when_the_answer_makes_no_call(wide):
+    """"auto" does not constrain the answer: the toy's gibberish holds no call, so the output
+    is the message item alone, chat's content for the same request; streamed, the message
+    item opens at the first content and its deltas join to the same text."""
+    fields = {"input": ASK, "tools": TOOLS, "tool_choice": "auto", "max_output_tokens": 16}
+    whole = _create(wide, **fields)
+    _valid(whole)
+    chat = _chat(wide, [{"role": "user", "content": ASK}], 16, tools=CHAT_TOOLS,
+                 tool_choice="auto")
+    assert "tool_calls" not in chat["message"]
+    assert _text(whole) == chat["message"]["content"]
+    events = _events(wide, **fields)
+    deltas = [d["delta"] for n, d in events if n == "response.output_text.delta"]
+    assert [n for n, _ in events] == (STREAM_HEAD + ["response.output_text.delta"]
+                                      * len(deltas) + STREAM_TAIL + ["response.incomplete"])
+    assert "".join(deltas) == _text(whole)
+
+
+def test_a_function_call_output_continues_the_conversation(wide):
+    """A function_call_output answering an earlier call continues the conversation, sent
+    back as input items (the function_call item verbatim, then the output) or after
+    `previous_response_id` (the stored conversation keeps the call): either way the answer
+    is the call chat makes for [the question, the assistant's call, the tool's result]."""
+    pytest.importorskip("jsonschema")
+    fields = {"tools": TOOLS, "tool_choice": NAMED, "parallel_tool_calls": False,
+              "max_output_tokens": 96}
+    first = _create(wide, input=ASK, **fields)
+    (call,) = first["output"]
+    result = {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"}
+    sent_back = _create(wide, input=[{"role": "user", "content": ASK}, call, result],
+                        store=False, **fields)
+    continued = _create(wide, input=[result], previous_response_id=first["id"], **fields)
+    expected = _chat_call(wide, [
+        {"role": "user", "content": ASK},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call["call_id"], "type": "function",
+             "function": {"name": call["name"], "arguments": call["arguments"]}}]},
+        {"role": "tool", "tool_call_id": call["call_id"], "content": "sunny"}])
+    for answer in (sent_back, continued):
+        _valid(answer)
+        (item,) = answer["output"]
+        _arguments(item)
+        assert item["arguments"] == expected["function"]["arguments"]
+    status, error = _call(wide, "/v1/responses", {
+        "input": [{**result, "call_id": "call_nope"}], "previous_response_id": first["id"],
+        **fields})
+    assert status == 400 and error["error"]["param"] == "input[0].call_id"
+
+
+def test_openai_client_parses_function_calls(wide):
+    """The real openai package: `client.responses.create(tools=..., tool_choice=...)` parses
+    the output as a `ResponseFunctionToolCall` whose arguments validate, and its
+    `responses.stream` helper, rebuilding the response from the events, ends with the same
+    call."""
+    import openai
+    from openai.types.responses import ResponseFunctionToolCall
+
+    pytest.importorskip("jsonschema")
+    client = openai.OpenAI(base_url=wide + "/v1", api_key="x", max_retries=0)
+    fields = {"model": "toy", "input": ASK, "tools": TOOLS, "tool_choice": NAMED,
+              "parallel_tool_calls": False, "max_output_tokens": 96, "temperature": 0}
+    whole = client.responses.create(**fields)
+    (item,) = whole.output
+    assert isinstance(item, ResponseFunctionToolCall)
+    _arguments(item.model_dump())
+    with client.responses.stream(**fields) as stream:
+        final = stream.get_final_response()
+    (streamed,) = final.output
+    assert (streamed.name, streamed.arguments) == (item.name, item.arguments)
+
+
+def test_text_and_calls_are_a_message_then_function_call_items_kept_for_continuing():
+    """An answer with text and two calls (tools.py's Hermes blocks) is the message item with
+    the text, then one function_call item per call in order, the body valid as openai's
+    `Response`; the stored conversation keeps the calls on the assistant's turn, so a
+    function_call_output continuing it answers one of them."""
+    from onebit.serve.engine import Completion
+    from onebit.serve.responses_api import ResponseStore, parse_response_request
+
+    store = ResponseStore()
+    wanted = parse_response_request({"input": ASK, "tools": TOOLS}, store)
+    text = ('Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", '
+            '"days": 1}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", "arguments": '
+            '{"city": "Rome", "days": 2}}\n</tool_call>')
+    body = wanted.body("toy", Completion(text, [1, 2, 3], 5, "stop"))
+    wanted.keep(store, body, Completion(text, [1, 2, 3], 5, "stop"))
+    _valid(body)
+    message, first, second = body["output"]
+    assert _text({"output": [message]}) == "Let me look."
+    assert [json.loads(c["arguments"])["city"] for c in (first, second)] == ["Paris", "Rome"]
+    kept = store.get(body["id"]).conversation[-1]
+    assert kept["content"] == "Let me look."
+    assert [c["id"] for c in kept["tool_calls"]] == [first["call_id"], second["call_id"]]
+    again = parse_response_request({"previous_response_id": body["id"], "tools": TOOLS,
+                                    "input": [{"type": "function_call_output",
+                                               "call_id": second["call_id"],
+                                               "output": "rain"}]}, store)
+    assert again.conversation[-1] == {"role": "tool", "tool_call_id": second["call_id"],
+                                      "content": "rain"}
