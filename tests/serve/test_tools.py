@@ -7,6 +7,10 @@ grammar makes the answer a call whose arguments conform to the function's schema
 model would say, greedy speculation keeps the answer token for token, and a stream joins to
 the whole answer. The schemas are tight (short strings, small integers, llguidance's compact
 JSON) so the toy's random weights cannot spend the budget on whitespace.
+
+Four tests are named checks for `mutants/serve/`: T1 calls parse the same whole and piece by
+piece; T2 what is a call and what is content; T3 a forced call conforms, whole and streamed;
+T4 speculation keeps the forced answer.
 """
 
 from __future__ import annotations
@@ -295,7 +299,7 @@ TEXTS = [
 
 @pytest.mark.parametrize("text", TEXTS)
 @pytest.mark.parametrize("parallel", [True, False])
-def test_calls_parse_the_same_whole_and_piece_by_piece(text, parallel):
+def test_T1_calls_parse_the_same_whole_and_piece_by_piece(text, parallel):
     """Pushed whole or a character at a time (as a stream hands it over), the text gives the
     same content and the same calls: what a piece may still turn into a call is held back,
     and settled once the text decides it."""
@@ -312,7 +316,7 @@ def test_calls_parse_the_same_whole_and_piece_by_piece(text, parallel):
     assert [c["function"] for c in made + new] == [c["function"] for c in calls]
 
 
-def test_what_is_a_call_and_what_is_content():
+def test_T2_what_is_a_call_and_what_is_content():
     """A complete block whose JSON names one of the tools with object arguments (or a
     string of a JSON object) is a call, its arguments re-serialised as JSON text; a block
     naming no tool, one that is no JSON, an unfinished one and a second call without
@@ -414,7 +418,7 @@ def _valid(calls: list[dict], names=None) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("choice", [NAMED, "required"])
-def test_a_forced_call_conforms_whole_and_streamed(servers, mode, choice):
+def test_T3_a_forced_call_conforms_whole_and_streamed(servers, mode, choice):
     """Named and required (one call: parallel_tool_calls false): whatever the toy would say,
     the answer is one call whose arguments validate against the function's schema, with no
     content and finish_reason "tool_calls"; streamed, the one whole call delta is the same
@@ -450,7 +454,7 @@ def test_required_with_parallel_calls_makes_one_or_more(servers, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("choice", [NAMED, "required"])
-def test_speculation_keeps_the_forced_answer(servers, mode, choice):
+def test_T4_speculation_keeps_the_forced_answer(servers, mode, choice):
     """Greedy with the ngram head drafting equals the same request decoded plainly
     (`speculative: false`), token for token: the grammar masks each draft's row with the
     state of its own prefix."""
