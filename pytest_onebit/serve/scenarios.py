@@ -103,10 +103,6 @@ class ServedScenario:
     def answers_n(self) -> bool:
         return any(a.n > 1 for a in self.asks)
 
-    @property
-    def leaves(self) -> bool:
-        return any(a.leave_after is not None for a in self.asks)
-
 
 def _fields(**fields) -> str:
     return json.dumps(fields, sort_keys=True)

@@ -31,7 +31,6 @@ class Answer:
     logprobs: list[Entry] | None
     usage: dict | None = None
     index: int = 0
-    pieces: list[str] = field(default_factory=list)  # streamed: each event's text
     # streamed: each chunk's (text, logprob entries), as they came
     chunked: list[tuple[str, list[Entry]]] = field(default_factory=list)
 
@@ -120,6 +119,5 @@ def streamed(reply: Reply) -> Stream:
     first = chunks[0]["choices"][0] if chunks and chunks[0].get("choices") else {}
     role_first = (first.get("delta") or {}).get("role") == "assistant"
     answer = Answer("".join(pieces), ids, finish, entries,
-                    usage_chunks[-1]["usage"] if usage_chunks else None, pieces=pieces,
-                    chunked=chunked)
+                    usage_chunks[-1]["usage"] if usage_chunks else None, chunked=chunked)
     return Stream(answer, chunks, done_last, role_first, after, usage_chunks)
