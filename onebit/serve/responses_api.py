@@ -293,17 +293,18 @@ def _item(item, where: str) -> dict:
     if role not in ROLES:
         raise RequestError(f"{where}.role", f"{where}.role must be one of "
                            f"{', '.join(ROLES)}, got {_shown(role)}")
-    content = item.get("content")
-    if isinstance(content, str):
-        text = checked_text(content, f"{where}.content")
-    elif isinstance(content, list):
-        # parts joined with "\n", as chat's text parts are
-        text = "\n".join(_part_text(part, f"{where}.content[{j}]")
-                         for j, part in enumerate(content))
-    else:
-        raise RequestError(f"{where}.content", f"{where}.content must be a string or a list "
-                           "of text parts (onebit serve takes text input only)")
-    return {"role": ROLES[role], "content": text}
+    return {"role": ROLES[role], "content": _text_or_parts(item.get("content"),
+                                                          f"{where}.content")}
+
+
+def _text_or_parts(value, where: str) -> str:
+    """A string as it is, or a list of text parts joined with "\n" (as chat's are)."""
+    if isinstance(value, str):
+        return checked_text(value, where)
+    if isinstance(value, list):
+        return "\n".join(_part_text(part, f"{where}[{j}]") for j, part in enumerate(value))
+    raise RequestError(where, f"{where} must be a string or a list of text parts (onebit "
+                       "serve takes text input only)")
 
 
 def _string_field(item: dict, name: str, where: str) -> str:
@@ -330,16 +331,8 @@ def _result_item(item: dict, where: str, call_ids: set[str]) -> dict:
     if call_id not in call_ids:
         raise RequestError(f"{where}.call_id", f"{where}.call_id {_shown(call_id)} answers "
                            "no earlier function_call")
-    output = item.get("output")
-    if isinstance(output, str):
-        text = checked_text(output, f"{where}.output")
-    elif isinstance(output, list):
-        text = "\n".join(_part_text(part, f"{where}.output[{j}]")
-                         for j, part in enumerate(output))
-    else:
-        raise RequestError(f"{where}.output", f"{where}.output must be a string or a list "
-                           "of text parts")
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
+    return {"role": "tool", "tool_call_id": call_id,
+            "content": _text_or_parts(item.get("output"), f"{where}.output")}
 
 
 def _input(body: dict, call_ids: set[str]) -> list[dict]:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -373,14 +371,11 @@ MODES = ["one-at-a-time", "parallel-3"]
 
 
 def _post(url: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url + "/v1/chat/completions",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+    from pytest_onebit.serve.trace import post
+
+    reply = post(url + "/v1/chat/completions", body)
+    assert reply.error is None, reply.error
+    return reply.status, reply.body
 
 
 def _chat(url: str, **fields) -> dict:
