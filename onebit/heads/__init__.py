@@ -4,6 +4,8 @@
 - `DFlashHead` (dflash.py): a block-diffusion draft over the target's layer outputs, one-pass;
 - `MTPHead` (mtp.py): an EAGLE-style layer over the target's hidden after t1, two-pass: a
   Qwen3-style MTP draft, or a Qwen3.5 checkpoint's own `mtp.*` layers (qwen3_5_mtp.py);
+- `SuffixHead` (suffix.py): suffix decoding, drafts from what followed the text's longest
+  repeated tail in the request and in a `SuffixCache` of recent answers, no weights, one-pass;
 - `GreedyOracleHead` (oracle.py): the target's own greedy text, known in advance (the ceiling).
 
 Each implements `onebit.DraftHead`. The weighted heads take their target (duck-typed, see
@@ -31,6 +33,7 @@ from onebit.heads.mtp_load import load_mtp
 from onebit.heads.ngram import NgramHead
 from onebit.heads.oracle import GreedyOracleHead
 from onebit.heads.qwen3_5_mtp import Qwen35MTPConfig, add_own_mtp, load_own_mtp
+from onebit.heads.suffix import SuffixCache, SuffixHead, SuffixTree
 
 __all__ = [
     "DFlashConfig",
@@ -45,6 +48,9 @@ __all__ = [
     "MTPHead",
     "NgramHead",
     "Qwen35MTPConfig",
+    "SuffixCache",
+    "SuffixHead",
+    "SuffixTree",
     "add_own_mtp",
     "build_target_layer_ids",
     "fabricate_dflash",
