@@ -401,6 +401,9 @@ class EagleHead(SamplingDrafter):
         check_base(config, base, base_path)
         self.config = config
         self.base = base
+        # the float weights as loaded, kept so the head can be written out again exactly
+        # (onebit.heads.speculators); the products below are built from them
+        self.tensors = tensors
         self.k = config.max_chain if k is None else int(k)
         if not 1 <= self.k <= MAX_CHAIN:
             raise ValueError(f"k must be in [1, {MAX_CHAIN}], got {k!r}")
