@@ -8,7 +8,7 @@ import importlib
 import sys
 
 COMMANDS = ("prove", "mutants", "mutmut", "fabricate", "acceptance", "sweep", "peer", "pull",
-            "generate", "chat", "serve", "train-head")
+            "generate", "chat", "serve", "train-head", "export-head")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -364,3 +364,28 @@ def test_X8_smollm2s_shipped_head_round_trips(tmp_path):
             head.commit_rows([token], model.last_hidden_rows(), 1)
         assert back.propose(ids[pos + 1], pos + 1, 4, None) == \
             original.propose(ids[pos + 1], pos + 1, 4, None), pos
+
+
+@pytest.mark.slow
+def test_X9_the_command_refuses_then_writes_with_inexact(tmp_path, capsys):
+    """`onebit export-head` on SmolLM2 without --inexact exits 2 with the differences on one
+    line and writes nothing; with --inexact and --fabricate 7 it writes a seeded random head
+    of the shipped head's shapes, prints each difference as a warning, and the file reads back
+    for SmolLM2."""
+    from onebit.cli import main
+    from onebit.hub import skip_unless_cached
+    from onebit.text.load import load_text_model
+
+    path = skip_unless_cached("smollm2")
+    out = tmp_path / "x"
+    assert main(["export-head", "--model", str(path), "--out", str(out)]) == 2
+    assert "not exactly representable" in capsys.readouterr().err and not out.exists()
+    assert main(["export-head", "--model", str(path), "--fabricate", "7", "--inexact",
+                 "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(out)
+    assert captured.err.count("warning: not exact") == len(DIFFERENCES)
+    raw = _config(out)
+    assert raw["speculators_config"]["verifier"]["name_or_path"] == str(path)
+    head = load_eagle3(out, load_text_model(path, kernel="int8"), base_path=path)
+    assert head.config.draft_vocab_size == raw["draft_vocab_size"]
