@@ -51,7 +51,7 @@ def main() -> int:
     def batched(slots: int):
         engine = BatchEngine(model, slots=slots)
         start = time.perf_counter()
-        handles = [engine.submit(BatchRequest(prompt=i, max_tokens=args.tokens, head=factory,
+        handles = [engine.submit(BatchRequest.of(prompt=i, max_tokens=args.tokens, head=factory,
                                               k=k)) for i in ids]
         engine.run_until_idle()
         out = [h.result().tokens for h in handles]

@@ -101,10 +101,10 @@ def main() -> int:
     body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": args.tokens,
             "temperature": 0}
     engine = Engine(model, head="none", parallel=1)
-    ids, _ = engine.check(parse("chat", body))
+    params = engine.prepare(parse("chat", body))
 
     def loop() -> int:
-        handle = engine.batch.submit(BatchRequest(prompt=ids, max_tokens=args.tokens))
+        handle = engine.batch.submit(BatchRequest(params))
         return len(handle.result().tokens)
 
     after_first: dict[str, list[float]] = {}  # a streamed arm: its rate past its first token

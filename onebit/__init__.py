@@ -13,6 +13,7 @@ from onebit.errors import (
 )
 from onebit.fallback import Fallback
 from onebit.loop import check_request, run
+from onebit.params import DecodeParams
 from onebit.processors import Processors
 from onebit.protocols import BaseModel, DraftHead, Drafts, SamplingHead
 from onebit.reference import greedy, sample
@@ -59,6 +60,7 @@ __all__ = [
     "HeadContractError",
     "PartError",
     "Processors",
+    "DecodeParams",
     "RunResult",
     "Rng",
     "RunStats",

@@ -40,6 +40,7 @@ from onebit.batch.slot import SequenceCancelled, SlotBase
 from onebit.errors import DecodeError
 from onebit.loop import check_request
 from onebit.loop import run as loop_run
+from onebit.params import DecodeParams
 
 
 class BatchRefused(ValueError):
@@ -50,29 +51,35 @@ class QueueFull(BatchRefused):
     """Every slot is busy and the waiting queue is at its limit."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class BatchRequest:
-    """One sequence to decode. `head(clock)` makes its draft head (a fresh one: heads keep
+    """One sequence to decode: `params` (onebit.params.DecodeParams: the prompt, the budget,
+    greedy or seeded-sampled, the ids that end it) as the caller prepared them, and what the
+    engine adds for a slot. `head(clock)` makes its draft head (a fresh one: heads keep
     state per run), given the sequence's own clock (`BatchEngine` charges each sequence its
     share of every pass it took part in, so a cost policy sees what its rows cost in this
-    batch); None decodes plain. `stop_ids` end the answer (the stop token is emitted, as
-    `onebit.generate` does). `on_token(token)` sees each token as it is committed; it must not
-    block (every sequence waits for the slowest to post its rows), and returning False ends
-    the answer there. `wrap(base)` may wrap the sequence's base (a `ScoredBase` records
-    log-probabilities): the result keeps the wrapped base. `cancelled()`, read before each
-    token is taken, says the sequence's client has gone: the sequence then ends there as
-    cancelled (counted so), as `Handle.cancel` ends it between tokens."""
+    batch); None decodes plain. `on_token(token)` sees each token as it is committed, a stop
+    id included (which then ends the answer, emitted as `onebit.generate` emits it); it must
+    not block (every sequence waits for the slowest to post its rows), and returning False
+    ends the answer there. `wrap(base)` may wrap the sequence's base (a `ScoredBase` records
+    log-probabilities, `params.process` applies the knobs): the result keeps the wrapped
+    base. `cancelled()`, read before each token is taken, says the sequence's client has
+    gone: the sequence then ends there as cancelled (counted so), as `Handle.cancel` ends it
+    between tokens."""
 
-    prompt: Sequence[int]
-    max_tokens: int
+    params: DecodeParams
     head: Callable[[Callable[[], float]], object] | None = None
     k: int = 0
-    sampling: object | None = None
-    seed: int | None = None
-    stop_ids: frozenset[int] = frozenset()
     on_token: Callable[[int], bool | None] | None = None
     wrap: Callable[[object], object] | None = None
     cancelled: Callable[[], bool] | None = None
+
+    @classmethod
+    def of(cls, prompt: Sequence[int], max_tokens: int, *, sampling=None,
+           seed: int | None = None, stop_ids=frozenset(), **slot) -> BatchRequest:
+        """A request from its parts, for callers with no `DecodeParams` at hand."""
+        return cls(DecodeParams(prompt, max_tokens, sampling=sampling, seed=seed,
+                                stop_ids=stop_ids), **slot)
 
 
 @dataclass
@@ -163,6 +170,10 @@ class Handle:
     def done(self) -> bool:
         return self._seq.done.is_set()
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the sequence has its result; False on timeout."""
+        return self._seq.done.wait(timeout)
+
     def result(self, timeout: float | None = None) -> BatchResult:
         if not self._seq.done.wait(timeout):
             raise TimeoutError(f"sequence {self.id} has not finished")
@@ -236,9 +247,11 @@ class BatchEngine:
         """Queue `request`; it is admitted at the next pass with a free slot. Raises
         `BatchRefused` for a request that cannot fit a slot, `QueueFull` when the queue is at
         its limit, ValueError for bad arguments; a refused request leaves no trace."""
-        prompt = check_request(self.rows, request.prompt, max_tokens=request.max_tokens,
-                               k=request.k)
-        need = len(prompt) + request.max_tokens + (request.k if request.head else 0)
+        p = request.params
+        if not isinstance(p, DecodeParams):
+            raise ValueError(f"BatchRequest.params must be a DecodeParams, got {p!r}")
+        prompt = check_request(self.rows, p.prompt, max_tokens=p.max_tokens, k=request.k)
+        need = len(prompt) + p.max_tokens + (request.k if request.head else 0)
         with self._cv:
             if self._closed:
                 raise BatchRefused("the engine is shutting down")
@@ -249,7 +262,7 @@ class BatchEngine:
             if self.context is not None and need > self.context:
                 self.stats.refused += 1
                 raise BatchRefused(
-                    f"the prompt ({len(prompt)} tokens) and max_tokens ({request.max_tokens})"
+                    f"the prompt ({len(prompt)} tokens) and max_tokens ({p.max_tokens})"
                     f"{f' and k ({request.k})' if request.head else ''} need {need} positions; "
                     f"a slot holds {self.context}")
             free = self.slots - len(self._running)
@@ -259,7 +272,6 @@ class BatchEngine:
                                 f"requests wait for one (the queue's limit is "
                                 f"{self.queue_limit} beyond the free slots)")
             seq = _Seq(self._next_id, request, self.stats.passes)
-            seq.request = _copy_prompt(request, prompt)
             self._next_id += 1
             self.stats.submitted += 1
             self._waiting.append(seq)
@@ -488,10 +500,11 @@ class BatchEngine:
 
     def _work(self, seq: _Seq) -> None:
         request = seq.request
+        params = request.params
         base = SlotBase(self, seq, self.chunk)
         wrapped = request.wrap(base) if request.wrap is not None else base
         seq.base = wrapped
-        stops = request.stop_ids
+        stops = params.stop_ids
 
         def on_token(token: int):
             if seq.cancelled:  # nothing after the cancel: the result is what was committed
@@ -504,21 +517,15 @@ class BatchEngine:
             seq.emitted.append(token)
             with self._cv:
                 self.stats.tokens += 1
-            if token in stops:
-                seq.finish = "stop"
-                return False
-            if request.on_token is not None and request.on_token(token) is False:
+            said = request.on_token(token) if request.on_token is not None else None
+            if said is False or token in stops:
                 seq.finish = "stop"
                 return False
             return None
 
         try:
             head = request.head(lambda: seq.charged) if request.head is not None else None
-            # a greedy request names no sampling, so a loop that only decodes greedily runs it
-            sampled = {} if request.sampling is None else {"sampling": request.sampling,
-                                                           "seed": request.seed}
-            result = self.run(wrapped, head, list(request.prompt), max_tokens=request.max_tokens,
-                              k=request.k, on_token=on_token, **sampled)
+            result = params.run(self.run, wrapped, head, k=request.k, on_token=on_token)
             seq.stats = result.stats
         except DecodeError as error:
             seq.emitted[:] = list(error.emitted)
@@ -530,9 +537,3 @@ class BatchEngine:
             with self._cv:
                 seq.ended = True
                 self._cv.notify_all()
-
-
-def _copy_prompt(request: BatchRequest, prompt: list[int]) -> BatchRequest:
-    from dataclasses import replace
-
-    return replace(request, prompt=tuple(prompt), stop_ids=frozenset(request.stop_ids))

@@ -71,8 +71,8 @@ def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL,
     # keeps a team of threads per thread that calls the compiled kernels, and once two teams
     # share two cores every pass waits on the other's spinning (measured: 67 tokens/s from
     # changing threads where one thread decodes at 200).
-    if engine.batch is not None:
-        pool = ThreadPoolExecutor(max_workers=engine.batch.slots + engine.batch.queue_limit + 4,
+    if engine.threads() is not None:
+        pool = ThreadPoolExecutor(max_workers=engine.threads() + 4,
                                   thread_name_prefix="onebit-request")
         decodes = pool
     else:
@@ -116,12 +116,12 @@ def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL,
             if not wanted.stream:
                 completion = await loop.run_in_executor(decodes, engine.complete_n, wanted)
                 return JSONResponse(Answer(wanted, engine.name).body(tok, completion))
-            await loop.run_in_executor(pool, engine.check, wanted)
+            params = await loop.run_in_executor(pool, engine.prepare, wanted)
         except RequestError as error:
             return _refused(error)
         except Exception as error:  # a fault in the decode: say what, keep serving
             return error_response(500, f"{type(error).__name__}: {error}", kind="server_error")
-        events = _stream(engine, wanted, loop, decodes, stream_interval)
+        events = _stream(engine, wanted, params, loop, decodes, stream_interval)
         return StreamingResponse(events, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
@@ -142,12 +142,12 @@ def create_app(engine: Engine, *, stream_interval: float = STREAM_INTERVAL,
                 completion = await loop.run_in_executor(decodes, engine.complete,
                                                         wanted.request)
                 return JSONResponse(responses_api.finished(engine, wanted, stored, completion))
-            await loop.run_in_executor(pool, engine.check, wanted.request)
+            params = await loop.run_in_executor(pool, engine.prepare, wanted.request)
         except RequestError as error:
             return _refused(responses_api.renamed(error))
         except Exception as error:  # a fault in the decode: say what, keep serving
             return error_response(500, f"{type(error).__name__}: {error}", kind="server_error")
-        events = responses_api.response_events(engine, wanted, stored, loop, decodes,
+        events = responses_api.response_events(engine, wanted, params, stored, loop, decodes,
                                                stream_interval)
         return StreamingResponse(events, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
@@ -223,7 +223,7 @@ def _metrics(engine: Engine):
     return registry
 
 
-async def _stream(engine: Engine, wanted, loop: asyncio.AbstractEventLoop,
+async def _stream(engine: Engine, wanted, params, loop: asyncio.AbstractEventLoop,
                   pool: ThreadPoolExecutor, interval: float):
     """The SSE events of one streamed answer. The decode runs in a thread and hands its text
     over through a `PieceChannel` (at most one event per `interval` seconds after the first),
@@ -244,7 +244,7 @@ async def _stream(engine: Engine, wanted, loop: asyncio.AbstractEventLoop,
 
         try:
             channel.end("done", engine.complete(wanted, on_text=text, on_logprobs=held.extend,
-                                                cancelled=gone.is_set))
+                                                cancelled=gone.is_set, params=params))
         except Exception as error:  # reported in the stream: the 200 is already sent
             channel.end("error", error)
 

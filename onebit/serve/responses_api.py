@@ -580,8 +580,9 @@ def finished(engine: Engine, wanted: ResponseRequest, store: ResponseStore,
     return body
 
 
-async def response_events(engine: Engine, wanted: ResponseRequest, store: ResponseStore,
-                          loop: asyncio.AbstractEventLoop, decodes, interval: float):
+async def response_events(engine: Engine, wanted: ResponseRequest, params,
+                          store: ResponseStore, loop: asyncio.AbstractEventLoop, decodes,
+                          interval: float):
     """The SSE events of one streamed response: created, in_progress, the output item and
     its content part added, a text delta per piece the `PieceChannel` hands over, the text,
     part and item done, then completed (or incomplete; failed for a fault in the decode).
@@ -597,7 +598,7 @@ async def response_events(engine: Engine, wanted: ResponseRequest, store: Respon
     def work() -> None:
         try:
             channel.end("done", engine.complete(wanted.request, on_text=channel.put,
-                                                cancelled=gone.is_set))
+                                                cancelled=gone.is_set, params=params))
         except Exception as error:  # reported in the stream: the 200 is already sent
             channel.end("error", error)
 

@@ -163,7 +163,17 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
     else:
         draft_head, k = resolve(head, model, k=k, draft=draft, every_draft=seeded,
                                 seeded=seeded)
-    stops = tok.stop_ids
+    if processors is not None:
+        from onebit.processors import Processors
+
+        if not isinstance(processors, Processors):
+            raise ValueError(f"processors must be an onebit.Processors, got {processors!r}")
+    from onebit.params import DecodeParams, stop_ids_of
+
+    # the one request object the loop is run from: min_tokens holds every stop id back
+    params = DecodeParams(ids, max_tokens, sampling=sampling, seed=seed,
+                          stop_ids=stop_ids_of(tok), processors=processors)
+    stops = params.stop_ids
     stream = tok.stream(skip_special_tokens=skip_special_tokens)
     stopped_on = []
     clock = [time.perf_counter(), None]   # start, first token
@@ -179,18 +189,9 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
             on_text(piece)
         return None
 
-    base = model
-    if processors is not None:
-        from dataclasses import replace
-
-        from onebit.processors import ProcessedBase, Processors
-
-        if not isinstance(processors, Processors):
-            raise ValueError(f"processors must be an onebit.Processors, got {processors!r}")
-        base = ProcessedBase(model, replace(processors, held=processors.held | set(stops)),
-                             len(ids))
-    result = run(base, draft_head, ids, max_tokens=max_tokens, k=k, on_token=on_token,
-                 sampling=sampling, seed=seed, rng=rng, fallback=fallback)
+    result = params.run(run, params.process(model), draft_head, k=k, on_token=on_token,
+                        **({"rng": rng} if rng is not None else {}),
+                        **({"fallback": fallback} if fallback is not None else {}))
     end = time.perf_counter()
     rest = stream.flush()
     if rest and on_text is not None:

@@ -114,7 +114,7 @@ def _request(scenario: BatchScenario, spec: SeqSpec, stops: frozenset[int]) -> B
         def head(clock, t=truth):
             return ScriptHead(t, scenario.vocab, spec.seed)
     n = len(spec.prompt)
-    return BatchRequest(prompt=spec.prompt, max_tokens=spec.max_tokens, head=head,
+    return BatchRequest.of(prompt=spec.prompt, max_tokens=spec.max_tokens, head=head,
                         k=spec.k if head is not None else 0,
                         sampling=SAMPLING if spec.sampled else None, seed=spec.seed,
                         stop_ids=stops, wrap=lambda base: ScoredBase(base, start=n))

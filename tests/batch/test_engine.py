@@ -56,7 +56,7 @@ def test_bad_requests_are_refused_before_anything_is_queued(request_kw, error, m
     leaves no trace: nothing queued, nothing counted but the refusal."""
     engine = BatchEngine(ToyBatchRows(2, context=32), max_rows=16, chunk=8)
     with pytest.raises(error) as caught:
-        engine.submit(BatchRequest(**{"prompt": [1, 2, 3], "max_tokens": 4, **request_kw}))
+        engine.submit(BatchRequest.of(**{"prompt": [1, 2, 3], "max_tokens": 4, **request_kw}))
     assert message in str(caught.value)
     assert engine.idle() and engine.queue_depth() == 0 and engine.stats.submitted == 0
 
@@ -65,9 +65,9 @@ def test_the_queue_refuses_past_its_limit_and_drops_nothing():
     """With one slot and a queue of one, a burst of three takes two (the free slot and the
     queue) and refuses the third with QueueFull; both taken ones finish."""
     engine = BatchEngine(ToyBatchRows(1), max_rows=8, chunk=4, queue=1)
-    taken = [engine.submit(BatchRequest([1, 2], 5)) for _ in range(2)]
+    taken = [engine.submit(BatchRequest.of([1, 2], 5)) for _ in range(2)]
     with pytest.raises(QueueFull, match="all 1 slots are taken and 2 requests wait"):
-        engine.submit(BatchRequest([1, 2], 5))
+        engine.submit(BatchRequest.of([1, 2], 5))
     engine.run_until_idle(100)
     assert [h.result().finish for h in taken] == ["length", "length"]
     assert engine.stats.refused == 1 and engine.stats.finished == 2
@@ -91,16 +91,16 @@ def test_a_failing_pass_fails_its_sequences_and_the_engine_serves_on():
     served as if nothing happened."""
     rows = _FailingRows(2, fail_at=3)
     engine = BatchEngine(rows, max_rows=8, chunk=4)
-    first = [engine.submit(BatchRequest([1, 2, 3], 10)) for _ in range(2)]
+    first = [engine.submit(BatchRequest.of([1, 2, 3], 10)) for _ in range(2)]
     engine.run_until_idle(100)
     for h in first:
         r = h.result()
         assert r.finish == "error" and isinstance(r.error.__cause__, MemoryError)
         assert len(r.tokens) == 2  # the prefill's token and one step, before the third pass
-    later = engine.submit(BatchRequest([1, 2, 3], 10))
+    later = engine.submit(BatchRequest.of([1, 2, 3], 10))
     engine.run_until_idle(100)
     alone = BatchEngine(ToyBatchRows(1), max_rows=8, chunk=4)
-    ref = alone.submit(BatchRequest([1, 2, 3], 10))
+    ref = alone.submit(BatchRequest.of([1, 2, 3], 10))
     alone.run_until_idle(100)
     assert later.result().tokens == ref.result().tokens and later.result().finish == "length"
     assert engine.stats.errors == 2 and engine.stats.finished == 1
@@ -110,8 +110,8 @@ def test_close_cancels_what_waits_and_runs_and_refuses_new_requests():
     """close() cancels the running and the waiting sequence (each result "cancelled", with what
     it had committed), the engine drains to idle, and a later submit is refused by name."""
     engine = BatchEngine(ToyBatchRows(1), max_rows=8, chunk=4)
-    running = engine.submit(BatchRequest([1, 2], 30))
-    waiting = engine.submit(BatchRequest([3, 4], 30))
+    running = engine.submit(BatchRequest.of([1, 2], 30))
+    waiting = engine.submit(BatchRequest.of([3, 4], 30))
     for _ in range(3):
         engine.step()
     engine.close()
@@ -119,13 +119,13 @@ def test_close_cancels_what_waits_and_runs_and_refuses_new_requests():
     assert running.result().finish == "cancelled" and len(running.result().tokens) >= 1
     assert waiting.result().finish == "cancelled" and waiting.result().tokens == []
     with pytest.raises(BatchRefused, match="shutting down"):
-        engine.submit(BatchRequest([1], 1))
+        engine.submit(BatchRequest.of([1], 1))
 
 
 def test_result_waits_with_a_timeout():
     """A handle's result() before its sequence ends raises TimeoutError, not a half result."""
     engine = BatchEngine(ToyBatchRows(1), max_rows=8, chunk=4)
-    handle = engine.submit(BatchRequest([1, 2], 3))
+    handle = engine.submit(BatchRequest.of([1, 2], 3))
     with pytest.raises(TimeoutError, match="has not finished"):
         handle.result(timeout=0.01)
     engine.run_until_idle(20)
@@ -146,7 +146,7 @@ def test_a_driver_thread_and_concurrent_submitters_give_each_its_answer_alone():
                 stop.wait(0.001)
 
     def submit(i):
-        handles[i] = engine.submit(BatchRequest(prompts[i], 12 + i))
+        handles[i] = engine.submit(BatchRequest.of(prompts[i], 12 + i))
 
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
@@ -160,6 +160,6 @@ def test_a_driver_thread_and_concurrent_submitters_give_each_its_answer_alone():
     driver.join(5)
     for i, r in enumerate(results):
         alone = BatchEngine(ToyBatchRows(1), max_rows=16, chunk=4)
-        ref = alone.submit(BatchRequest(prompts[i], 12 + i))
+        ref = alone.submit(BatchRequest.of(prompts[i], 12 + i))
         alone.run_until_idle(200)
         assert r.tokens == ref.result().tokens, i

@@ -33,7 +33,7 @@ def _request(model, i: int) -> BatchRequest:
     ids = prompt_ids(model, tok, PROMPTS[i], BUDGET)[0]
     spec = i % 3 != 0
     start = len(ids)
-    return BatchRequest(prompt=ids, max_tokens=BUDGET,
+    return BatchRequest.of(prompt=ids, max_tokens=BUDGET,
                         head=(lambda clock: NgramHead(3, 4)) if spec else None,
                         k=4 if spec else 0, sampling=SAMPLING if i % 2 else None, seed=i,
                         stop_ids=frozenset(tok.stop_ids),
@@ -42,17 +42,17 @@ def _request(model, i: int) -> BatchRequest:
 
 def _alone(model, request: BatchRequest):
     """The ordinary loop on the model itself, with the request's head, seed and stops."""
-    scored = ScoredBase(model, start=len(request.prompt), top=2)
+    p = request.params  # read field by field: the reference shares no code with the engine
+    scored = ScoredBase(model, start=len(p.prompt), top=2)
     out: list[int] = []
 
     def on_token(t):
         out.append(t)
-        return False if t in request.stop_ids else None
+        return False if t in p.stop_ids else None
 
     head = request.head(None) if request.head else None
-    sampled = {} if request.sampling is None else {"sampling": request.sampling,
-                                                   "seed": request.seed}
-    onebit.run(scored, head, list(request.prompt), max_tokens=request.max_tokens,
+    sampled = {} if p.sampling is None else {"sampling": p.sampling, "seed": p.seed}
+    onebit.run(scored, head, list(p.prompt), max_tokens=p.max_tokens,
                k=request.k, on_token=on_token, **sampled)
     return out, scored.logprobs
 

@@ -27,7 +27,7 @@ PACKAGES = ("onebit", "pytest_onebit")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("leaves: the protocols, errors, results, sampling, the C ABI, the report model", (
         "onebit.errors", "onebit.protocols", "onebit.result", "onebit.sampling",
-        "onebit.processors", "onebit.wrapped", "onebit.grammar",
+        "onebit.processors", "onebit.params", "onebit.wrapped", "onebit.grammar",
         "onebit.abi.*", "onebit.report", "onebit.progress")),
     ("the loop and its reference", (
         "onebit.fallback", "onebit.reference", "onebit.loop")),

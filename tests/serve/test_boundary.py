@@ -224,9 +224,9 @@ def test_the_batch_engines_room_is_the_slot_less_its_chunk(tiny):
     budget past it is refused naming that room and where it comes from; within it, served."""
     from onebit.serve import Engine, RequestError, parse
 
-    engine = Engine(tiny, head="ngram")
-    engine.batch = SimpleNamespace(context=CONTEXT, chunk=16)  # the budget reads no more
-    request = parse("chat", {"messages": MESSAGES, "max_tokens": 9})
+    engine = Engine(tiny, head="ngram", parallel=1)
+    real, engine.decoder.batch = engine.decoder.batch, SimpleNamespace(context=CONTEXT, chunk=16)
+    request = parse("chat", {"messages": MESSAGES, "max_tokens": 9})  # the room reads no more
     with pytest.raises(RequestError) as caught:
         engine.budget(request, 40)
     assert (caught.value.param, caught.value.code) == ("max_tokens", "context_length_exceeded")
@@ -239,6 +239,8 @@ def test_the_batch_engines_room_is_the_slot_less_its_chunk(tiny):
     with pytest.raises(RequestError) as full:
         engine.budget(parse("chat", {"messages": MESSAGES}), CONTEXT - 16)
     assert (full.value.param, full.value.code) == ("messages", "context_length_exceeded")
+    engine.decoder.batch = real
+    engine.shutdown()
 
 
 # -- --api-key and --cors-origin -------------------------------------------------------------------
