@@ -246,7 +246,7 @@ class SuffixTree:
                 break  # shorter matches draft even less
             run = tail[len(tail) - m:]
             node = self.node(run)
-            if node is None or node.best < 0:
+            if node is None:
                 continue
             tokens, probs = self._follow(node, run, cap, min_prob)
             if tokens:
