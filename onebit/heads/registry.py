@@ -17,6 +17,7 @@ draft lengths follow its clock).
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,13 +101,41 @@ def _lookup(k: int | None):
     return NgramHead(n=3, k=k or 8)
 
 
+_SUFFIX_CACHE = None
+_SUFFIX_LOCK = threading.Lock()
+
+
+def suffix_cache():
+    """The process's `SuffixCache` (onebit.heads.suffix): the finished answers every "suffix"
+    head built here drafts from, made on first use. The heads only read it; whoever runs a
+    request adds its answer (`suffix_cache().add(head.answer)`, the `SuffixHead` being the
+    policy's `inner` under the cost policy) and may export `suffix_cache().size()`. One cache
+    for the process: a slot's factory is not told the model, and a process serves one."""
+    global _SUFFIX_CACHE
+    with _SUFFIX_LOCK:
+        if _SUFFIX_CACHE is None:
+            from onebit.heads.suffix import SuffixCache
+
+            _SUFFIX_CACHE = SuffixCache()
+        return _SUFFIX_CACHE
+
+
+def _suffix_head(k: int | None):
+    """Suffix decoding as every row that uses it builds it: the request's own tree and the
+    process's cache, 32 drafts at most."""
+    from onebit.heads.suffix import SUFFIX_K, SuffixHead
+
+    return SuffixHead(suffix_cache(), k=k or SUFFIX_K)
+
+
 def policy_head(model, name: str = "ngram", k: int | None = None):
     """The model's `PolicyHead` over its one-pass head `name` ("ngram": prompt lookup;
-    "trained": the head `onebit train-head` made for its file or shipped for it, a
-    `DraftError` when there is none; "hybrid": that head with prompt lookup in front,
-    onebit.heads.hybrid), drafting at most `k` a round (default: the head's own), made once
-    per model, name and k and kept with the model, so what it measured of the model's verify
-    cost and of the head's acceptance carries over from call to call."""
+    "suffix": suffix decoding over the request and `suffix_cache()`, judged draft by draft by
+    its step probabilities; "trained": the head `onebit train-head` made for its file or
+    shipped for it, a `DraftError` when there is none; "hybrid": that head with prompt lookup
+    in front, onebit.heads.hybrid), drafting at most `k` a round (default: the head's own),
+    made once per model, name and k and kept with the model, so what it measured of the
+    model's verify cost and of the head's acceptance carries over from call to call."""
     from onebit.heads.policy import PolicyHead
 
     def make():
@@ -118,8 +147,12 @@ def policy_head(model, name: str = "ngram", k: int | None = None):
 
             hybrid = HybridHead(_trained_or_error(model, None), n=3, k=k or 7)
             return PolicyHead(hybrid, max_k=hybrid.k)
+        if name == "suffix":
+            suffix = _suffix_head(k)
+            return PolicyHead(suffix, max_k=suffix.k)
         if name != "ngram":
-            raise ValueError(f"policy_head takes 'ngram', 'trained' or 'hybrid', got {name!r}")
+            raise ValueError("policy_head takes 'ngram', 'suffix', 'trained' or 'hybrid', "
+                             f"got {name!r}")
         return PolicyHead(_lookup(k), max_k=k or 7)
 
     try:
@@ -168,6 +201,20 @@ def _ngram_slot(k):
     return (lambda clock: _lookup(k)), k or 7
 
 
+def _suffix(model, k, draft, every_draft):
+    if not every_draft:
+        policy = policy_head(model, "suffix", k)
+        return policy, k or policy.max_k
+    head = _suffix_head(k)
+    return head, head.k
+
+
+def _suffix_slot(k):
+    from onebit.heads.suffix import SUFFIX_K
+
+    return (lambda clock: _suffix_head(k)), k or SUFFIX_K
+
+
 def _trained(model, k, draft, every_draft):
     if not every_draft:
         policy = policy_head(model, "trained", k)
@@ -208,6 +255,10 @@ HEADS: dict[str, HeadSpec] = {spec.name: spec for spec in (
              drafts_seeded=False),
     HeadSpec("ngram", "prompt lookup: drafts what followed the last three tokens earlier in "
              "the text", _ngram, _ngram_slot),
+    HeadSpec("suffix", "suffix decoding: drafts what most often followed the text's longest "
+             "repeated tail, in this request and in recent answers; a seeded sampled request "
+             "decodes plainly (the answers it drafts from change)", _suffix, _suffix_slot,
+             drafts_seeded=False),
     HeadSpec("trained", "the head `onebit train-head` made for the model's file (or shipped "
              "for it)", _trained),
     HeadSpec("mtp", "multi-token prediction layers (--draft DIR, or the checkpoint's own)",
