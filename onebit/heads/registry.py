@@ -41,13 +41,15 @@ class HeadSpec:
     batched slot does not carry (layer taps, hidden rows); `drafts_seeded` is False where a
     seeded sampled request decodes plainly instead (the policy's draft lengths follow its
     clock, a sampled answer's draws follow the draft lengths, and a seed promises the same
-    answer again)."""
+    answer again); `learn(tokens)` is what the head keeps of a finished answer for the
+    requests after it (None: nothing), called by whoever ran the request (`learn` below)."""
 
     name: str
     summary: str
     build: Callable | None  # None: plain decode
     slot: Callable | None = None
     drafts_seeded: bool = True
+    learn: Callable | None = None
 
     @property
     def batchable(self) -> bool:
@@ -209,6 +211,10 @@ def _suffix(model, k, draft, every_draft):
     return head, head.k
 
 
+def _suffix_learn(tokens) -> None:
+    suffix_cache().add(tokens)
+
+
 def _suffix_slot(k):
     from onebit.heads.suffix import SUFFIX_K
 
@@ -258,7 +264,7 @@ HEADS: dict[str, HeadSpec] = {spec.name: spec for spec in (
     HeadSpec("suffix", "suffix decoding: drafts what most often followed the text's longest "
              "repeated tail, in this request and in recent answers; a seeded sampled request "
              "decodes plainly (the answers it drafts from change)", _suffix, _suffix_slot,
-             drafts_seeded=False),
+             drafts_seeded=False, learn=_suffix_learn),
     HeadSpec("trained", "the head `onebit train-head` made for the model's file (or shipped "
              "for it)", _trained),
     HeadSpec("mtp", "multi-token prediction layers (--draft DIR, or the checkpoint's own)",
@@ -273,6 +279,16 @@ def spec(name: str) -> HeadSpec:
     if name not in HEADS:
         raise ValueError(f"head must be one of {', '.join(HEAD_NAMES)}, got {name!r}")
     return HEADS[name]
+
+
+def learn(name, tokens) -> None:
+    """A finished answer's committed tokens, kept by head `name` for the requests after it
+    (suffix decoding's cache of recent answers); nothing for a head that keeps nothing, or a
+    head object. `onebit.generate` and the server call it once per finished answer, never
+    with a cancelled one's part or a draft that was not committed."""
+    row = HEADS.get(name) if isinstance(name, str) else None
+    if row is not None and row.learn is not None and len(tokens):
+        row.learn([int(t) for t in tokens])
 
 
 def decodes_plain(name: str, *, speculative: bool = True, seeded: bool = False) -> bool:

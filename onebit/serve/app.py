@@ -198,6 +198,10 @@ def _metrics(engine: Engine):
         "pass_seconds_total": "seconds spent in passes of the base",
         "queue_depth": "requests waiting for a slot", "running": "sequences being decoded",
         "slots": "sequences decoded at once at most",
+        "suffix_cache_answers": "answers in the suffix head's cache of recent answers",
+        "suffix_cache_tokens": "tokens in the suffix head's cache of recent answers",
+        "suffix_cache_nodes": "nodes of the suffix head's cache (its memory: about 75 bytes "
+                              "each)",
     }
     window: list[tuple[float, float]] = []  # (time, tokens) at recent scrapes
 

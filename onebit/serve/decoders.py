@@ -180,6 +180,8 @@ class Batched:
             factory, k = batched_head(d.head, speculative=params.speculative, k=d.k,
                                       seeded=params.seeded)
             drafter = d.head if factory is not None else "none"
+        if factory is not None:  # a slot verifies at most its chunk: the head's own k may not
+            k = min(k, self.batch.chunk - 1)
         try:
             handle = self.batch.submit(BatchRequest(params, head=factory, k=k,
                                                     on_token=on_token, wrap=wrap,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from onebit.heads import registry
 from onebit.params import DecodeParams, stop_ids_of
 from onebit.serve.decoders import Batched, OneAtATime, at_capacity
 from onebit.serve.errors import RequestError, context_exceeded
@@ -88,8 +89,13 @@ class Engine:
         return self.decoder.threads()
 
     def metrics(self) -> dict[str, float]:
-        """What `/metrics` exports: counters since start, and the queue and slots now."""
-        return self.decoder.metrics()
+        """What `/metrics` exports: counters since start, and the queue and slots now (and
+        under the suffix head, its cache of recent answers)."""
+        values = self.decoder.metrics()
+        if self.head == "suffix":
+            size = registry.suffix_cache().size()
+            values.update({f"suffix_cache_{k}": float(v) for k, v in size.items()})
+        return values
 
     def shutdown(self, *, cancel: bool = True) -> None:
         """Refuse new requests and end the decoder's work (onebit.serve.decoders)."""
@@ -271,6 +277,8 @@ class Engine:
         done = self.decoder.decode(params, on_token, wrapped, cancelled)
         if done.cancelled:
             finish[0] = "cancelled"
+        else:  # what the head keeps of a whole answer for the next (suffix decoding's cache)
+            registry.learn(self.head, emitted)
         if cut.hit is None:
             send(cut.push(stream.flush()))
             send(cut.finish())

@@ -150,6 +150,7 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
 
     tok = model_tokenizer(model, tokenizer)
     ids, max_tokens = prompt_ids(model, tok, prompt, max_tokens, chat=chat, system=system)
+    from onebit.heads import registry
     from onebit.heads.registry import resolve
 
     seeded = sampling is not None and not _greedy(sampling) and (
@@ -193,6 +194,8 @@ def generate(model, prompt, *, chat: bool | None = None, system: str | None = No
                         **({"rng": rng} if rng is not None else {}),
                         **({"fallback": fallback} if fallback is not None else {}))
     end = time.perf_counter()
+    if prediction is None:  # what a named head keeps of the answer (suffix decoding's cache)
+        registry.learn(head, result.tokens)
     rest = stream.flush()
     if rest and on_text is not None:
         on_text(rest)
