@@ -251,8 +251,7 @@ def _architecture(path: Path) -> str | None:
     return None if field is None else field.contents()
 
 
-def recipe(target: Path, target_sha256: str, source: Path, head: str, seed: int,
-           shipped: Path) -> dict:
+def recipe(target_sha256: str, source: Path, head: str, seed: int, shipped: Path) -> dict:
     """What a draft GGUF is made from, by content: its cache key is this recipe's sha256."""
     import transformers
 
@@ -269,8 +268,8 @@ def eagle3_drafts(target: str | Path, source: str | Path | None, *,
                   ) -> dict[str, Path]:
     """{"shipped": the shipped head's EAGLE-3 GGUF, "random": a seeded random head's}, made
     as the module says and cached by the content of what made them (for `heads` only)."""
-    from onebit.hub import sha256_of
     from onebit.gguf.derive import drafts_home
+    from onebit.hub import sha256_of
 
     unknown = [h for h in heads if h not in HEADS]
     if unknown:
@@ -284,7 +283,7 @@ def eagle3_drafts(target: str | Path, source: str | Path | None, *,
     folder = drafts_home() / f"{target.stem}-{target_sha[:16]}"
     made: dict[str, Path] = {}
     for head in heads:
-        plan = recipe(target, target_sha, source, head, seed, shipped)
+        plan = recipe(target_sha, source, head, seed, shipped)
         key = hashlib.sha256(json.dumps(plan, sort_keys=True).encode()).hexdigest()[:16]
         name = f"eagle3-{head}{seed if head == 'random' else ''}-{key}"
         out = folder / f"{name}.gguf"
