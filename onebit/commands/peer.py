@@ -73,6 +73,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        help="the target model (default: SmolLM2 from `onebit pull smollm2`)")
     llama.add_argument("--threads", type=int, default=2, metavar="N",
                        help="threads for each server (default 2)")
+    llama.add_argument("--llama-cpp-src", metavar="DIR",
+                       help="the llama.cpp source tree the binary was built from, whose "
+                       "convert_hf_to_gguf.py makes the draft-eagle3 arms' drafts (default: "
+                       "$ONEBIT_LLAMA_CPP_SRC, then the nearest folder above the binary "
+                       "holding the converter)")
     return parser
 
 
@@ -119,8 +124,9 @@ def main(args: argparse.Namespace) -> int:
     if args.peer not in SERVED and (args.check or args.sampled):
         return fail("peer", f"--check and --sampled are for the openai and llama-server "
                     f"peers, not {args.peer}")
-    if args.peer != "llama-server" and (args.server_bin or args.model):
-        return fail("peer", f"--server-bin and --model are for the llama-server peer, not "
+    if args.peer != "llama-server" and (args.server_bin or args.model or args.llama_cpp_src):
+        return fail("peer", f"--server-bin, --model and --llama-cpp-src are for the "
+                    f"llama-server peer, not "
                     f"{args.peer}")
     if args.threads < 1:
         return fail("peer", f"--threads must be at least 1, got {args.threads}")
@@ -130,7 +136,8 @@ def main(args: argparse.Namespace) -> int:
 
             peer = LlamaServerPeer(args.server_bin, args.model, arms=tuple(args.arm) or None,
                                    only=tuple(args.check) or None, sampled=args.sampled,
-                                   delta=args.delta, threads=args.threads)
+                                   delta=args.delta, threads=args.threads,
+                                   llama_cpp_src=args.llama_cpp_src)
         elif args.peer == "openai":
             from pytest_onebit.peers.openai_peer import OpenAIPeer
 

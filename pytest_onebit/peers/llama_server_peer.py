@@ -17,6 +17,17 @@ quality is known, made from the target itself (`onebit.gguf.derive`):
   the target's p (the same model, cut), so the accept ratio and the residual both run. Greedy,
   it must still equal plain; sampled, it is the arm S1 (`--sampled`) is sharp on.
 
+and `--spec-type draft-eagle3`, an EAGLE-3 head that reads the target's hidden rows, made by
+llama.cpp's own converter from onebit's speculators export (`eagle3_drafts`):
+
+- `draft-eagle3`: the head onebit ships for the target (not an exact EAGLE-3 version of it:
+  docs/heads.md; the contract needs no good draft);
+- `draft-eagle3-random`: a seeded random head of the same shapes: nearly every draft rejected.
+
+They need the llama.cpp source tree the binary was built from (`--llama-cpp-src`,
+`$ONEBIT_LLAMA_CPP_SRC`, or found above the binary); asked for by name without it the peer
+cannot run (exit 2), and in a run of every arm they are not applicable, the reason said.
+
 Every arm must give exactly the plain server's greedy token ids. The checks the OpenAI arm
 defines (`openai_peer`, I10-eos among them) run on both endpoints, `/v1/completions` and
 `/v1/chat/completions`, with llama-server's `return_tokens` and `verbose` so the ids come back.
@@ -86,7 +97,10 @@ NGRAM = {"ngram-simple": ("--spec-ngram-simple-size-n", "2", "--spec-ngram-simpl
                        "--spec-ngram-mod-n-max", "8"),
          "ngram-cache": ()}
 DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage", "draft-half-sampled")
-ARM_NAMES = (*NGRAM, *DRAFT_ARMS)
+# `--spec-type draft-eagle3`: an EAGLE-3 head converted by llama.cpp from onebit's export
+# (pytest_onebit/peers/eagle3_drafts.py), the arm's name to the head it exports
+EAGLE3_ARMS = {"draft-eagle3": "shipped", "draft-eagle3-random": "random"}
+ARM_NAMES = (*NGRAM, *DRAFT_ARMS, *EAGLE3_ARMS)
 
 # I2-slot-reuse: each request's prompt is the last prompt, its answer and this
 FOLLOW_UPS = ("\nA: hello\nB:", "\nA: goodbye\nB: goodbye\nA:")
@@ -137,10 +151,14 @@ class LlamaServerPeer:
 
     def __init__(self, server_bin: str | None = None, model: str | None = None, *,
                  arms: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None,
-                 sampled: bool = False, delta: float | None = None, threads: int = 2) -> None:
+                 sampled: bool = False, delta: float | None = None, threads: int = 2,
+                 llama_cpp_src: str | None = None) -> None:
         self.server_bin = server_bin
         self.model_arg = model
         self.arm_names = chosen(arms, ARM_NAMES, "llama-server peer arm")
+        self.arms_named = arms is not None
+        self.llama_cpp_src = llama_cpp_src
+        self.eagle3_missing: str | None = None  # why the EAGLE-3 drafts could not be made
         self.only = chosen(only, CHECKS, "llama-server peer check")
         self.sampled = sampled
         self.delta = delta
@@ -174,12 +192,39 @@ class LlamaServerPeer:
                 self.drafts = derived_drafts(self.model)
             except (ModelFileError, ValueError) as error:
                 return f"cannot make the drafts from {self.model}: {error}"
+        reason = self._eagle3_drafts()
+        if reason is not None:
+            return reason
         self.plain = ServerProcess(self.argv(), name="llama-server (plain)")
         try:
             self.plain.start()
         except ServerFailed as error:
             self.plain = None
             return f"the plain server did not start: {error}"
+        return None
+
+    def _eagle3_drafts(self) -> str | None:
+        """Make (or find cached) the EAGLE-3 drafts the chosen arms need. Asked for by name,
+        a draft that cannot be made stops the peer (the reason returned); in a run of every
+        arm their arms are not applicable instead (`eagle3_missing`)."""
+        heads = tuple(EAGLE3_ARMS[a] for a in self.arm_names if a in EAGLE3_ARMS)
+        if not heads:
+            return None
+        from pytest_onebit.peers.eagle3_drafts import (
+            Eagle3DraftError,
+            eagle3_drafts,
+            find_llama_cpp_source,
+        )
+
+        try:
+            source = find_llama_cpp_source(self.llama_cpp_src, self.binary)
+            made = eagle3_drafts(self.model, source, heads=heads)
+        except Eagle3DraftError as error:
+            if self.arms_named or self.llama_cpp_src is not None:
+                return f"cannot make the EAGLE-3 drafts: {error}"
+            self.eagle3_missing = f"no EAGLE-3 draft: {error}"
+            return None
+        self.drafts.update({f"eagle3-{head}": path for head, path in made.items()})
         return None
 
     def _find_model(self) -> str | None:
@@ -219,6 +264,10 @@ class LlamaServerPeer:
     def spec_flags(self, arm: str) -> list[str]:
         if arm in NGRAM:
             return ["--spec-type", arm, *NGRAM[arm]]
+        if arm in EAGLE3_ARMS:
+            draft = self.drafts.get(f"eagle3-{EAGLE3_ARMS[arm]}")
+            return ["--spec-type", "draft-eagle3", "-md", str(draft), "--spec-draft-n-max",
+                    str(DRAFT_MAX), "-td", str(self.threads)]
         draft = {"draft-perfect": self.model, "draft-half": self.drafts.get("half"),
                  "draft-garbage": self.drafts.get("garbage"),
                  "draft-half-sampled": self.drafts.get("half")}[arm]
@@ -241,6 +290,8 @@ class ServerArm:
 
     def judge(self) -> dict[str, Outcome]:
         peer = self.peer
+        if self.name in EAGLE3_ARMS and peer.eagle3_missing is not None:
+            return {c: not_applicable(peer.eagle3_missing) for c in CHECKS}
         spec = ServerProcess(peer.argv(*peer.spec_flags(self.name)),
                              name=f"llama-server ({self.name})")
         try:
@@ -418,4 +469,4 @@ def describe(answer) -> str:
     return f"{len(_ids(answer) or [])} tokens, finish {answer['choices'][0].get('finish_reason')!r}"
 
 
-__all__ = ["ARM_NAMES", "CHECKS", "LlamaServerPeer", "ServerArm"]
+__all__ = ["ARM_NAMES", "CHECKS", "EAGLE3_ARMS", "LlamaServerPeer", "ServerArm"]
