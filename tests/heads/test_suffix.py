@@ -367,7 +367,7 @@ def test_drafts_on_repeated_text_are_long_and_accepted():
     assert s.passes_per_token < 0.2
 
 
-def test_rejected_drafts_never_enter_the_answer_or_the_cache():
+def test_SX2_rejected_drafts_never_enter_the_answer_or_the_cache():
     """On free text with a cache of unrelated answers, most drafts are rejected; afterwards the
     head's answer is exactly the emitted tokens, the cache is untouched (the head only reads
     it), and adding the answer counts only those tokens."""

@@ -90,7 +90,7 @@ def test_generate_keeps_its_answer_for_the_next_request(fresh_cache):
     assert fresh_cache.size()["answers"] == 1
 
 
-def test_each_slot_drafts_from_its_own_request(fresh_cache):
+def test_SX1_each_slot_drafts_from_its_own_request(fresh_cache):
     """Served on three slots at once, each request's head holds exactly that request's text
     (its prompt's ids, then the tokens it answered) and nothing of a neighbour's: each slot's
     factory makes a head of its own, with a tree of its own, so no request's text reaches
