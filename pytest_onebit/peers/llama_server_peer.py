@@ -24,9 +24,9 @@ llama.cpp's own converter from onebit's speculators export (`eagle3_drafts`):
   docs/heads.md; the contract needs no good draft);
 - `draft-eagle3-random`: a seeded random head of the same shapes: nearly every draft rejected.
 
-They need the llama.cpp source tree the binary was built from (`--llama-cpp-src`,
-`$ONEBIT_LLAMA_CPP_SRC`, or found above the binary); asked for by name without it the peer
-cannot run (exit 2), and in a run of every arm they are not applicable, the reason said.
+They run only when asked for by name (`--arm draft-eagle3`: minutes each on CPU), and need
+the llama.cpp source tree the binary was built from (`--llama-cpp-src`, `$ONEBIT_LLAMA_CPP_SRC`,
+or found above the binary); without it the peer cannot run (exit 2, the reason said).
 
 Every arm must give exactly the plain server's greedy token ids. The checks the OpenAI arm
 defines (`openai_peer`, I10-eos among them) run on both endpoints, `/v1/completions` and
@@ -101,6 +101,10 @@ DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage", "draft-half-sample
 # (pytest_onebit/peers/eagle3_drafts.py), the arm's name to the head it exports
 EAGLE3_ARMS = {"draft-eagle3": "shipped", "draft-eagle3-random": "random"}
 ARM_NAMES = (*NGRAM, *DRAFT_ARMS, *EAGLE3_ARMS)
+# the arms a run without --arm holds: the EAGLE-3 arms are asked for by name, since on CPU
+# each takes about 6 minutes (its draft decodes 4 tokens a round through a 49152-row lm_head,
+# nearly all rejected: 7.5 tokens/s against plain's 34 here) where the nine others take 2 together
+DEFAULT_ARMS = (*NGRAM, *DRAFT_ARMS)
 
 # I2-slot-reuse: each request's prompt is the last prompt, its answer and this
 FOLLOW_UPS = ("\nA: hello\nB:", "\nA: goodbye\nB: goodbye\nA:")
@@ -155,10 +159,9 @@ class LlamaServerPeer:
                  llama_cpp_src: str | None = None) -> None:
         self.server_bin = server_bin
         self.model_arg = model
-        self.arm_names = chosen(arms, ARM_NAMES, "llama-server peer arm")
-        self.arms_named = arms is not None
+        self.arm_names = (chosen(arms, ARM_NAMES, "llama-server peer arm")
+                          if arms is not None else DEFAULT_ARMS)
         self.llama_cpp_src = llama_cpp_src
-        self.eagle3_missing: str | None = None  # why the EAGLE-3 drafts could not be made
         self.only = chosen(only, CHECKS, "llama-server peer check")
         self.sampled = sampled
         self.delta = delta
@@ -204,9 +207,8 @@ class LlamaServerPeer:
         return None
 
     def _eagle3_drafts(self) -> str | None:
-        """Make (or find cached) the EAGLE-3 drafts the chosen arms need. Asked for by name,
-        a draft that cannot be made stops the peer (the reason returned); in a run of every
-        arm their arms are not applicable instead (`eagle3_missing`)."""
+        """Make (or find cached) the EAGLE-3 drafts the chosen arms need; the reason the peer
+        cannot run when they cannot be made."""
         heads = tuple(EAGLE3_ARMS[a] for a in self.arm_names if a in EAGLE3_ARMS)
         if not heads:
             return None
@@ -220,10 +222,7 @@ class LlamaServerPeer:
             source = find_llama_cpp_source(self.llama_cpp_src, self.binary)
             made = eagle3_drafts(self.model, source, heads=heads)
         except Eagle3DraftError as error:
-            if self.arms_named or self.llama_cpp_src is not None:
-                return f"cannot make the EAGLE-3 drafts: {error}"
-            self.eagle3_missing = f"no EAGLE-3 draft: {error}"
-            return None
+            return f"cannot make the EAGLE-3 drafts: {error}"
         self.drafts.update({f"eagle3-{head}": path for head, path in made.items()})
         return None
 
@@ -290,8 +289,6 @@ class ServerArm:
 
     def judge(self) -> dict[str, Outcome]:
         peer = self.peer
-        if self.name in EAGLE3_ARMS and peer.eagle3_missing is not None:
-            return {c: not_applicable(peer.eagle3_missing) for c in CHECKS}
         spec = ServerProcess(peer.argv(*peer.spec_flags(self.name)),
                              name=f"llama-server ({self.name})")
         try:
@@ -469,4 +466,4 @@ def describe(answer) -> str:
     return f"{len(_ids(answer) or [])} tokens, finish {answer['choices'][0].get('finish_reason')!r}"
 
 
-__all__ = ["ARM_NAMES", "CHECKS", "EAGLE3_ARMS", "LlamaServerPeer", "ServerArm"]
+__all__ = ["ARM_NAMES", "CHECKS", "DEFAULT_ARMS", "EAGLE3_ARMS", "LlamaServerPeer", "ServerArm"]

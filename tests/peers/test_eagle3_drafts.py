@@ -137,3 +137,33 @@ def test_both_exports_become_eagle3_ggufs_and_are_converted_once(tmp_path, monke
     monkeypatch.setattr(e3, "export_head", no_conversion)
     assert eagle3_drafts(model, source) == made
     assert {h: os.stat(p).st_mtime_ns for h, p in made.items()} == stamps
+
+
+def test_the_peer_runs_eagle3_arms_only_by_name_and_stops_without_the_tree(capsys, tmp_path):
+    """`onebit peer llama-server` holds the EAGLE-3 arms only when asked by name (a run of
+    every arm keeps to the nine quick ones); asked for with a source tree that is not there,
+    the peer cannot run: exit 2, naming the tree, before any server starts."""
+    import json
+
+    from onebit.cli import main
+    from pytest_onebit.peers.llama_server_peer import (
+        ARM_NAMES,
+        DEFAULT_ARMS,
+        EAGLE3_ARMS,
+        LlamaServerPeer,
+    )
+
+    assert set(EAGLE3_ARMS) <= set(ARM_NAMES) and not set(EAGLE3_ARMS) & set(DEFAULT_ARMS)
+    assert LlamaServerPeer().arm_names == DEFAULT_ARMS
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'version: 0 (fake)'\nexit 1\n")
+    fake.chmod(0o755)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    status = main(["peer", "llama-server", "--format", "json", "--server-bin", str(fake),
+                   "--model", str(model), "--arm", "draft-eagle3",
+                   "--llama-cpp-src", str(tmp_path / "no-llama.cpp")])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 2
+    assert "cannot make the EAGLE-3 drafts" in report["unavailable"]
+    assert "no-llama.cpp" in report["unavailable"]
