@@ -102,8 +102,8 @@ DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage", "draft-half-sample
 EAGLE3_ARMS = {"draft-eagle3": "shipped", "draft-eagle3-random": "random"}
 ARM_NAMES = (*NGRAM, *DRAFT_ARMS, *EAGLE3_ARMS)
 # the arms a run without --arm holds: the EAGLE-3 arms are asked for by name, since on CPU
-# each takes about 6 minutes (its draft decodes 4 tokens a round through a 49152-row lm_head,
-# nearly all rejected: 7.5 tokens/s against plain's 34 here) where the nine others take 2 together
+# each takes about 6 minutes (4 drafts a round, nearly all rejected: 7.5 tokens/s against
+# plain's 34 here, docs/peers.md) where the nine others take 2 together
 DEFAULT_ARMS = (*NGRAM, *DRAFT_ARMS)
 
 # I2-slot-reuse: each request's prompt is the last prompt, its answer and this
