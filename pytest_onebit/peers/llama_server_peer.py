@@ -24,9 +24,9 @@ llama.cpp's own converter from onebit's speculators export (`eagle3_drafts`):
   docs/heads.md; the contract needs no good draft);
 - `draft-eagle3-random`: a seeded random head of the same shapes: nearly every draft rejected.
 
-They run only when asked for by name (`--arm draft-eagle3`: minutes each on CPU), and need
-the llama.cpp source tree the binary was built from (`--llama-cpp-src`, `$ONEBIT_LLAMA_CPP_SRC`,
-or found above the binary); without it the peer cannot run (exit 2, the reason said).
+They run only when asked for by name (`--arm draft-eagle3`), and need the llama.cpp source
+tree the binary was built from (`--llama-cpp-src`, `$ONEBIT_LLAMA_CPP_SRC`, or found above the
+binary), torch and transformers; without them the peer cannot run (exit 2, the reason said).
 
 Every arm must give exactly the plain server's greedy token ids. The checks the OpenAI arm
 defines (`openai_peer`, I10-eos among them) run on both endpoints, `/v1/completions` and
@@ -101,9 +101,9 @@ DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage", "draft-half-sample
 # (pytest_onebit/peers/eagle3_drafts.py), the arm's name to the head it exports
 EAGLE3_ARMS = {"draft-eagle3": "shipped", "draft-eagle3-random": "random"}
 ARM_NAMES = (*NGRAM, *DRAFT_ARMS, *EAGLE3_ARMS)
-# the arms a run without --arm holds: the EAGLE-3 arms are asked for by name, since on CPU
-# each takes about 6 minutes (4 drafts a round, nearly all rejected: 7.5 tokens/s against
-# plain's 34 here, docs/peers.md) where the nine others take 2 together
+# the arms a run without --arm holds: the EAGLE-3 arms are asked for by name, since their
+# drafts need more than a binary (llama.cpp's source tree, torch, transformers, a conversion
+# the first time), which a run of the default arms, and CI's machine, should not depend on
 DEFAULT_ARMS = (*NGRAM, *DRAFT_ARMS)
 
 # I2-slot-reuse: each request's prompt is the last prompt, its answer and this

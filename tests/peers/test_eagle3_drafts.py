@@ -141,8 +141,8 @@ def test_both_exports_become_eagle3_ggufs_and_are_converted_once(tmp_path, monke
 
 def test_the_peer_runs_eagle3_arms_only_by_name_and_stops_without_the_tree(capsys, tmp_path):
     """`onebit peer llama-server` holds the EAGLE-3 arms only when asked by name (a run of
-    every arm keeps to the nine quick ones); asked for with a source tree that is not there,
-    the peer cannot run: exit 2, naming the tree, before any server starts."""
+    every arm keeps to the nine that need only a binary); asked for with a source tree that is
+    not there, the peer cannot run: exit 2, naming the tree, before any server starts."""
     import json
 
     from onebit.cli import main
