@@ -216,22 +216,29 @@ def save_eagle(path: str | Path, config: EagleConfig, tensors: dict[str, np.ndar
     return path
 
 
+def read_head_config(path: Path, what: str) -> tuple[dict, Path]:
+    """The parsed config.json of head directory `path` (`what` names the kind in the error)
+    and its file; a `DraftFileError` for a missing directory, an oversized file or bad JSON."""
+    from onebit.models.files import read_small
+
+    if not path.is_dir():
+        raise DraftFileError(f"{path}: not a directory ({what} is a directory with "
+                             f"{CONFIG_FILE} and {WEIGHTS_FILE})")
+    cfg_file = path / CONFIG_FILE
+    try:
+        return json.loads(read_small(cfg_file, DraftFileError)), cfg_file
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as error:
+        raise DraftFileError(f"{cfg_file}: not valid JSON: {error}") from None
+
+
 def load_eagle(path: str | Path) -> tuple[EagleConfig, dict[str, np.ndarray]]:
     """Read and check a head directory. Every failure is a `DraftFileError` naming the file
     and the field or tensor: sizes are checked against the config before any tensor is read,
     each tensor's dtype and shape against the config, weights must be finite, and `d2t` must
     be distinct base ids in order. Weights stored as float16 come back as float32."""
-    from onebit.models.files import read_small
 
     path = Path(path)
-    if not path.is_dir():
-        raise DraftFileError(f"{path}: not a directory (a trained head is a directory with "
-                             f"{CONFIG_FILE} and {WEIGHTS_FILE})")
-    cfg_file = path / CONFIG_FILE
-    try:
-        raw = json.loads(read_small(cfg_file, DraftFileError))
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as error:
-        raise DraftFileError(f"{cfg_file}: not valid JSON: {error}") from None
+    raw, cfg_file = read_head_config(path, "a trained head")
     config = config_from_json(raw, str(cfg_file))
     file = path / WEIGHTS_FILE
     if not file.is_file():

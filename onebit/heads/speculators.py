@@ -459,17 +459,11 @@ def load_eagle3(path: str | Path, base: object, *, base_path: str | Path | None 
     any tensor is read, the structure onebit writes, d2t's offsets in range, t2d, and lm_head
     equal to the base's own rows (onebit's head scores with those, so a file with others would
     draft differently here than in an engine)."""
-    from onebit.models.files import read_small
+
+    from onebit.heads.eagle import read_head_config
 
     path = Path(path)
-    if not path.is_dir():
-        raise DraftFileError(f"{path}: not a directory (an EAGLE-3 head is a directory with "
-                             f"{CONFIG_FILE} and {WEIGHTS_FILE})")
-    cfg_file = path / CONFIG_FILE
-    try:
-        raw = json.loads(read_small(cfg_file, DraftFileError))
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as error:
-        raise DraftFileError(f"{cfg_file}: not valid JSON: {error}") from None
+    raw, cfg_file = read_head_config(path, "an EAGLE-3 head")
     sizes, config = read_layout_config(raw, str(cfg_file))
     file = path / WEIGHTS_FILE
     if not file.is_file():
