@@ -124,15 +124,16 @@ class Gemma4Model(DecoderBase):
         self._bind(config, weights, max_batch_rows, kernel, backend)
         self.ple_per_token = ple_per_token_from_env() if ple_per_token is None else ple_per_token
         c, t = config, self.dtype.type
-        self._norms = {name: weights.get(name) for name in weights.names()
+        self._norms = {name: self.norm_factor(name) for name in weights.names()
                        if name.endswith("norm.weight")}
-        self._scalars = [weights.get(f"model.layers.{i}.layer_scalar")
-                         for i in range(c.num_hidden_layers)]
+        self._scalars = self.layer_scalars()
         # the scales transformers keeps as float32 buffers or Python floats, in the compute dtype
         self._embed_scale = t(math.sqrt(c.hidden_size))
         self._ple_scales = (t(math.sqrt(c.hidden_size_per_layer_input)),
                             t(c.hidden_size ** -0.5), t(2.0 ** -0.5))
         self._cap = None if c.final_logit_softcapping is None else t(c.final_logit_softcapping)
+        # the query's scale before its dot products (1 here: the q/k norms set the size)
+        self._q_scale = None if c.attention_scale == 1 else t(c.attention_scale)
         self._ropes: dict[tuple[str, int], _RopeTable] = {}
         for layer, kind in enumerate(c.layer_types):
             key = (kind, c.head_dims[layer])
@@ -141,6 +142,19 @@ class Gemma4Model(DecoderBase):
         self._ple_bands: dict[int, np.ndarray] = {}
         self._taps: tuple[int, ...] = ()
         self.reset()
+
+    # -- what a variant changes (onebit/models/gemma3.py) ---------------------------------------
+
+    value_norm = True  # the values get a weightless RMSNorm
+
+    def norm_factor(self, name: str) -> np.ndarray:
+        """The factor a norm weight multiplies by: the weight itself."""
+        return self.weights.get(name)
+
+    def layer_scalars(self) -> list[np.ndarray] | None:
+        """Each layer's output scalar (None: no scalars)."""
+        return [self.weights.get(f"model.layers.{i}.layer_scalar")
+                for i in range(self.config.num_hidden_layers)]
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -201,7 +215,7 @@ class Gemma4Model(DecoderBase):
             out = self._ple_linear(p + "per_layer_projection.weight",
                                gate * ple[:, layer])
             x = x + self._rmsnorm(out, n[p + "post_per_layer_input_norm.weight"])
-        return x * self._scalars[layer]
+        return x if self._scalars is None else x * self._scalars[layer]
 
     def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
         gate = self._linear(p + "mlp.gate_proj.weight", h)
@@ -261,6 +275,8 @@ class Gemma4Model(DecoderBase):
         rope = self._ropes[c.layer_types[layer], D]
         q = self._linear(a + "q_proj.weight", h).reshape(R, Hq, D)
         q = rope.apply(self._rmsnorm(q, self._norms[a + "q_norm.weight"]), pos)
+        if self._q_scale is not None:
+            q = q * self._q_scale
         source = c.kv_sources[layer]
         if source == layer:
             self._write_kv(layer, h, pos, rope)
@@ -270,7 +286,7 @@ class Gemma4Model(DecoderBase):
         for i in range(R):  # row i reads what a step at pos + i would, in the same order
             end = pos + i + 1
             keys, values = self._window(source, self._first_visible(layer, end), end)
-            scores = np.matmul(q[i], keys.transpose(0, 2, 1)).astype(np.float64)  # scale 1
+            scores = np.matmul(q[i], keys.transpose(0, 2, 1)).astype(np.float64)
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
@@ -287,7 +303,8 @@ class Gemma4Model(DecoderBase):
         raw_v = (raw_k if c.values_are_keys(layer)
                  else self._linear(a + "v_proj.weight", h).reshape(R, Hkv, D))
         k = rope.apply(self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]), pos)
-        v = raw_v / np.sqrt((raw_v * raw_v).mean(axis=-1, keepdims=True) + c.rms_norm_eps)
+        v = (raw_v / np.sqrt((raw_v * raw_v).mean(axis=-1, keepdims=True) + c.rms_norm_eps)
+             if self.value_norm else raw_v)
         slots = np.arange(pos, pos + R) % self.cache_capacity(layer)
         self._k[layer][:, slots] = k.transpose(1, 0, 2)
         self._v[layer][:, slots] = v.transpose(1, 0, 2)

@@ -87,6 +87,7 @@ class Gemma4Config:
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     model_type = "gemma4"
+    attention_scale = 1.0  # the query's scale before its dot products (Gemma 3: a field)
 
     # -- derived -------------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ FAMILY_MODULES = {
     "qwen3": "onebit.models.qwen3:QWEN3",
     "qwen3_5": "onebit.models.qwen3:QWEN3_5",
     "gemma4": "onebit.models.gemma4:GEMMA4",
+    "gemma3": "onebit.models.gemma3:GEMMA3",
     "llama": "onebit.models.llama:LLAMA",
 }
 FAMILY_NAMES = tuple(FAMILY_MODULES)
@@ -77,7 +78,7 @@ _TABLE: dict[str, Family] | None = None
 
 
 def families() -> dict[str, Family]:
-    """Every registered family by name ("qwen3", "qwen3_5", "gemma4", "llama")."""
+    """Every registered family by name ("qwen3", "qwen3_5", "gemma4", "gemma3", "llama")."""
     global _TABLE
     if _TABLE is None:
         _TABLE = _families()

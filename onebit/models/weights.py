@@ -371,6 +371,16 @@ class WeightStore:
             return blocks.dequantize(stored.data, stored.kind, self.shapes[name]).astype(self.dtype)
         return np.asarray(stored.data).astype(self.dtype)
 
+    def float64(self, name: str) -> np.ndarray:
+        """The weight `name` in float64 from its stored values, never rounded to the compute
+        dtype first (a norm weight Gemma 3 shifts by 1 before it is a factor)."""
+        stored = self._stored[name]
+        if stored.kind == "float":
+            return np.asarray(stored.data, dtype=np.float64)
+        if stored.kind == "bf16":
+            return q4nx.bf16_bits_to_f32(stored.data).astype(np.float64)
+        return np.asarray(self.unpack(name), dtype=np.float64)
+
     def row_band(self, name: str, band: int) -> np.ndarray:
         """Rows `32 * band .. 32 * band + 31` of a 2-D weight (one Q4NX block row), in the
         compute dtype, prepared afresh: a big table can be read a band at a time."""
