@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from onebit.gguf.mapping import LAYER_SETS, LAYER_TENSORS
+from onebit.gguf.mapping import GEMMA3_LAYER_TENSORS, LAYER_SETS, LAYER_TENSORS, hf_values
 from onebit.gguf.types import BY_NAME, SUPPORTED
 
 # byte offsets of the float16 scale / min fields in each block type
@@ -72,8 +72,10 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
     """Write a tiny `arch` model to `path`; return its weights as float32 by HF name.
 
     `matrix_type` is every linear's ggml type, `embed_type` the embedding's (default the
-    same); norms and biases are F32, as llama.cpp writes them. `fields` adds or overrides
-    metadata (a value of None removes the key); `extra_tensors` adds F32 tensors.
+    same); norms and biases are F32, as llama.cpp writes them (Gemma 3's as 1 + w, returned
+    as HF's w in float64; its sliding window is 4 unless `fields` says otherwise). `fields`
+    adds or overrides metadata (a value of None removes the key); `extra_tensors` adds F32
+    tensors.
     """
     import gguf
 
@@ -85,7 +87,9 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
               "ffn_gate.weight": (ffn, hidden), "ffn_up.weight": (ffn, hidden),
               "ffn_down.weight": (hidden, ffn), "attn_q.bias": (heads * D,),
               "attn_k.bias": (kv_heads * D,), "attn_v.bias": (kv_heads * D,),
-              "attn_q_norm.weight": (D,), "attn_k_norm.weight": (D,)}
+              "attn_q_norm.weight": (D,), "attn_k_norm.weight": (D,),
+              "post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,)}
+    names = GEMMA3_LAYER_TENSORS if arch == "gemma3" else LAYER_TENSORS
     plan: list[tuple[str, str, tuple[int, ...], str]] = [
         ("token_embd.weight", "model.embed_tokens.weight", (vocab, hidden),
          embed_type or matrix_type),
@@ -95,7 +99,7 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
     for i in range(layers):
         for t in LAYER_SETS[arch]:
             kind = matrix_type if len(shapes[t]) == 2 else "F32"
-            plan.append((f"blk.{i}.{t}", f"model.layers.{i}.{LAYER_TENSORS[t]}", shapes[t], kind))
+            plan.append((f"blk.{i}.{t}", f"model.layers.{i}.{names[t]}", shapes[t], kind))
     metadata: dict[str, Any] = {
         f"{arch}.block_count": layers, f"{arch}.embedding_length": hidden,
         f"{arch}.feed_forward_length": ffn, f"{arch}.attention.head_count": heads,
@@ -103,6 +107,9 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
         f"{arch}.attention.layer_norm_rms_epsilon": 1e-5, f"{arch}.rope.freq_base": 10000.0,
         "general.name": f"fabricated {arch}",
     }
+    if arch == "gemma3":  # llama.cpp's converter always writes these two
+        metadata[f"{arch}.attention.sliding_window"] = 4
+        head_dim = D
     if head_dim is not None:
         metadata[f"{arch}.attention.key_length"] = head_dim
         metadata[f"{arch}.attention.value_length"] = head_dim
@@ -117,7 +124,7 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
         if kind == "F32" and gguf_name.endswith("norm.weight"):
             values = 1.0 + rng.normal(0, 0.1, shape)
         stored = encode(values, kind, shape, rng)
-        out[hf_name] = reference(stored, kind, shape)
+        out[hf_name] = hf_values(gguf_name, arch, reference(stored, kind, shape))
         if arch == "llama" and gguf_name.endswith(("attn_q.weight", "attn_k.weight")):
             stored = permute(stored, heads if "attn_q" in gguf_name else kv_heads)
         raw_dtype = None if kind in ("F32", "F16") else gguf.GGMLQuantizationType[kind]

@@ -12,6 +12,14 @@ to the other, for the architectures onebit runs:
   reproduce the tensor.
 - `qwen2`: model_type "qwen2", with q/k/v biases; no permutation (NEOX-style rotary).
 - `qwen3`: model_type "qwen3", with per-head q/k RMSNorms; no permutation.
+- `gemma3`: model_type "gemma3_text" (`onebit/models/gemma3.py`): four norms a layer, q/k
+  norms, sliding and global layers. llama.cpp's converter stores Gemma 3's norm weights as
+  `1 + w`; they are handed on as HF's `w` (the shift undone in float64, exactly, as
+  transformers' GGUF loader undoes it). What llama.cpp fixes rather than reads is fixed here
+  the same way (src/models/gemma3.cpp): every 6th layer global (layer i when (i + 1) % 6 == 0)
+  when `attention.sliding_window` is set, every layer global when it is not; the sliding layers'
+  RoPE base `rope.freq_base_swa` or 10000, unscaled; the query scale head_dim^-0.5 (the 62-layer
+  27B: (hidden / heads)^-0.5), as `query_pre_attn_scalar`.
 
 Everything else is refused by name: another architecture, an `<arch>.*` field this module does
 not read (a mixture-of-experts count, sliding windows, ...), a tensor the forward would not
@@ -29,7 +37,10 @@ import numpy as np
 
 from onebit.gguf.errors import GGUFConfigError, UnsupportedGGUFError
 
-ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}  # GGUF -> HF model_type
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",  # GGUF -> HF model_type
+                 "gemma3": "gemma3_text"}
+HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+              "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
 # prefixes of fields that describe the file or feed the tokenizer, never the forward
 PASSED_PREFIXES = ("general.", "quantize.", "tokenizer.")
 # <arch>.<suffix> fields this module reads
@@ -40,6 +51,12 @@ ARCH_FIELDS = (
     "rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length",
     "vocab_size",
 )
+# <arch>.<suffix> fields read for one architecture only
+ARCH_EXTRA_FIELDS = {
+    "gemma3": ("attention.sliding_window", "rope.freq_base_swa", "final_logit_softcapping"),
+}
+GEMMA3_PATTERN = 6          # llama.cpp's load_swa_pattern(ml, 6) for gemma3
+GEMMA3_LOCAL_THETA = 10000.0  # llama.cpp's rope_freq_base_train_swa default
 
 GLOBAL_TENSORS = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -71,6 +88,16 @@ LAYER_SETS = {
     "qwen2": COMMON + ("attn_q.bias", "attn_k.bias", "attn_v.bias"),
     "qwen3": COMMON + ("attn_q_norm.weight", "attn_k_norm.weight"),
 }
+# Gemma 3's layer names: its norms differ from llama's (ffn_norm is the pre-MLP norm)
+GEMMA3_LAYER_TENSORS = {
+    **{t: LAYER_TENSORS[t] for t in COMMON if t != "ffn_norm.weight"},
+    "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+}
+LAYER_SETS["gemma3"] = tuple(GEMMA3_LAYER_TENSORS)
 ROPE_FREQS = "rope_freqs.weight"  # llama3 frequency divisors, consumed into the config
 _LAYER = re.compile(r"blk\.(\d+)\.(.+)")
 
@@ -88,7 +115,7 @@ def architecture(metadata: dict[str, Any], source: str) -> str:
 
 def check_fields(metadata: dict[str, Any], arch: str, source: str) -> None:
     """Refuse a field that is neither the file's description nor one this module reads."""
-    known = {f"{arch}.{suffix}" for suffix in ARCH_FIELDS}
+    known = {f"{arch}.{suffix}" for suffix in ARCH_FIELDS + ARCH_EXTRA_FIELDS.get(arch, ())}
     for key, value in metadata.items():
         if key in (f"{arch}.expert_count", f"{arch}.expert_used_count") and value == 0:
             continue  # some converters write 0 experts for a dense model: that is no change
@@ -138,8 +165,7 @@ def hf_config(metadata: dict[str, Any], shapes: dict[str, tuple[int, ...]],
                               f"has {embed[0]} rows")
     config: dict[str, Any] = {
         "model_type": ARCHITECTURES[arch],
-        "architectures": [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                           "qwen3": "Qwen3ForCausalLM"}[arch]],
+        "architectures": [HF_CLASSES[arch]],
         "hidden_size": hidden,
         "num_hidden_layers": field("block_count"),
         "num_attention_heads": heads,
@@ -160,9 +186,49 @@ def hf_config(metadata: dict[str, Any], shapes: dict[str, tuple[int, ...]],
         if isinstance(value, int) and not isinstance(value, bool):
             config[f"{name}_token_id"] = value
     scaling = _rope_scaling(metadata, arch, config, rope_freqs, source)
+    if arch == "gemma3":
+        return _gemma3(config, scaling, field, metadata, source)
     if scaling is not None:
         config["rope_scaling"] = scaling
     return config
+
+
+def _gemma3(config: dict[str, Any], scaling: dict[str, Any] | None, field, metadata,
+            source: str) -> dict[str, Any]:
+    """The gemma3_text config: the common fields, then what llama.cpp's gemma3 reads or fixes
+    (see the module docstring)."""
+    arch, layers = "gemma3", config["num_hidden_layers"]
+    del config["hidden_act"]
+    window = metadata.get(f"{arch}.attention.sliding_window", 0)
+    if window != 0:
+        window = field("attention.sliding_window")
+    global_rope = {"rope_type": "default", "rope_theta": config.pop("rope_theta")}
+    if scaling is not None:
+        global_rope.update(scaling)  # linear: the global layers only, as llama.cpp scales them
+    config.update(
+        hidden_activation="gelu_pytorch_tanh",
+        sliding_window=window or config["max_position_embeddings"],
+        layer_types=["sliding_attention" if window and (i + 1) % GEMMA3_PATTERN else
+                     "full_attention" for i in range(layers)],
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": float(
+                field("rope.freq_base_swa", GEMMA3_LOCAL_THETA, kind=float))},
+            "full_attention": global_rope},
+        query_pre_attn_scalar=(config["hidden_size"] // config["num_attention_heads"]
+                               if layers == 62 else config["head_dim"]),
+    )
+    if f"{arch}.final_logit_softcapping" in metadata:
+        cap = field("final_logit_softcapping", kind=float)
+        config["final_logit_softcapping"] = float(cap)
+    return config
+
+
+def hf_values(name: str, arch: str, values: np.ndarray) -> np.ndarray:
+    """A tensor's values as HF holds them: Gemma 3's norm weights shifted back by 1, in
+    float64 (exact: `1 + w` in float64 gives the stored float32 value again)."""
+    if arch == "gemma3" and name.endswith("norm.weight"):
+        return np.asarray(values, dtype=np.float64) - 1.0
+    return values
 
 
 def _rope_scaling(metadata, arch, config, rope_freqs, source) -> dict[str, Any] | None:
@@ -227,8 +293,9 @@ def hf_name(name: str, arch: str, layers: int, source: str) -> str:
     match = _LAYER.fullmatch(name)
     if match and match.group(2) in LAYER_SETS[arch]:
         layer = int(match.group(1))
+        names = GEMMA3_LAYER_TENSORS if arch == "gemma3" else LAYER_TENSORS
         if layer < layers and match.group(1) == str(layer):
-            return f"model.layers.{layer}.{LAYER_TENSORS[match.group(2)]}"
+            return f"model.layers.{layer}.{names[match.group(2)]}"
         raise GGUFConfigError(f"{source}: tensor '{name}' is for block {match.group(1)}; the "
                               f"model has {layers} blocks")
     raise UnsupportedGGUFError(f"{source}: tensor '{name}' is not one a {arch} model uses")
@@ -268,6 +335,7 @@ def expected_shapes(config: dict[str, Any], arch: str) -> dict[str, tuple[int, .
         "ffn_gate.weight": (F, H), "ffn_up.weight": (F, H), "ffn_down.weight": (H, F),
         "attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,),
         "attn_q_norm.weight": (D,), "attn_k_norm.weight": (D,),
+        "post_attention_norm.weight": (H,), "post_ffw_norm.weight": (H,),
     }
     shapes = {"token_embd.weight": (V, H), "output_norm.weight": (H,), "output.weight": (V, H)}
     for i in range(config["num_hidden_layers"]):

@@ -162,6 +162,8 @@ def read_gguf(path: str | Path, *, keep_blocks: bool = False) -> GGUFContents:
             heads = config["num_attention_heads" if "attn_q" in name else "num_key_value_heads"]
             values = mapping.unpermute(values, heads)
         hf = mapping.hf_name(name, arch, config["num_hidden_layers"], source)
+        if kind == "float":
+            values = mapping.hf_values(name, arch, values)
         tensors[hf] = Stored(values, kind, source)
         types[hf] = TYPE_NAMES[info.type_id]
     return GGUFContents(config, tensors, metadata, types, header)
