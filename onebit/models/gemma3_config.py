@@ -55,7 +55,7 @@ _WRAPPER = {"boi_token_index", "eoi_token_index", "image_token_index", "mm_token
 class Gemma3Config(Gemma4Config):
     """A Gemma 3 text model in Gemma 4's per-layer form (see the module docstring)."""
 
-    query_pre_attn_scalar: float = 256.0
+    query_pre_attn_scalar: int | float = 256
 
     model_type = "gemma3"
 
@@ -103,7 +103,7 @@ class Gemma3Config(Gemma4Config):
             rope=_rope(d, source), rms_norm_eps=d.get("rms_norm_eps", 1e-6),
             tie_word_embeddings=bool(d.get("tie_word_embeddings", True)),
             final_logit_softcapping=d.get("final_logit_softcapping"),
-            query_pre_attn_scalar=float(scalar),
+            query_pre_attn_scalar=scalar,
             extra={k: v for k, v in d.items() if k not in _READ},
         )
         config.validate(source)
