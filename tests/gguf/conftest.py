@@ -16,3 +16,12 @@ def smollm2() -> Path:
     from onebit.hub import skip_unless_cached
 
     return skip_unless_cached("smollm2")
+
+
+@pytest.fixture(scope="session")
+def gemma3() -> Path:
+    """The Gemma 3 270M Q4_K_M file from the cache (`onebit pull gemma3`), checked by its
+    sha256; the test skips with the reason when it is absent and offline."""
+    from onebit.hub import skip_unless_cached
+
+    return skip_unless_cached("gemma3")
