@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -44,10 +45,7 @@ def main() -> int:
     from onebit.hub import model_path
     from onebit.models import load_model
 
-    path = model_path("gemma3") if args.model is None else args.model
-    from pathlib import Path
-
-    path = Path(path)
+    path = Path(model_path("gemma3") if args.model is None else args.model)
     ours = load_model(path, dtype="float64", kernel="numpy")
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float64).eval()
@@ -78,7 +76,8 @@ def main() -> int:
                 f"{prompt!r} -> {tok.decode(t_tokens)[:70]!r}")
         print(line, flush=True)
         if not same:
-            at = next(i for i, (a, b) in enumerate(zip(o_tokens, t_tokens)) if a != b)
+            at = next((i for i, (a, b) in enumerate(zip(o_tokens, t_tokens, strict=False))
+                       if a != b), min(len(o_tokens), len(t_tokens)) - 1)
             t_row, o_row = t_logits[at], o_logits[at]
             t_gap = float(t_row[t_tokens[at]] - t_row[o_tokens[at]])
             o_gap = float(o_row[o_tokens[at]] - o_row[t_tokens[at]])
