@@ -4,6 +4,7 @@ something to run on.
     onebit fabricate qwen3 DIR [--hidden 1024 --layers 4 --intermediate 2816 --vocab 8192]
     onebit fabricate qwen3_5 DIR [--float] [--mtp [N]]
     onebit fabricate gemma4 DIR [--float]          # sliding + global layers, PLE, shared KV
+    onebit fabricate gemma3 DIR [--float]          # sliding + global layers, two RoPE bases
     onebit fabricate dflash DIR --target MODEL_DIR [--block-size 8]
     onebit fabricate mtp DIR --target MODEL_DIR
 
