@@ -8,6 +8,7 @@ exists for.
 - `stop_plugin`: loaded into each mutant's run: the named checks' tests first, and the run
   ends once the verdict is known.
 - `launch`, `forkserver`: a run as a fresh `python -m pytest`, or forked from a warm server.
+- `jobs`: the runner's threads, which take a waiting baseline before any waiting mutant.
 - `runner`: `run_catalogues`, every mutant of every catalogue next to its unmutated baseline,
   in one queue, a few at a time.
 """

@@ -1,9 +1,16 @@
 """Run catalogues: each mutant in its own scratch copy, next to the unmutated baseline.
 
-Every run of every catalogue goes into one queue, `jobs` at a time, the long baselines first,
-so no core waits for the tail of one catalogue before the next starts. A mutant's run stops
-once its verdict is known (`stop`, stop_plugin.py), and runs fork from a warm server where the
-platform forks (`fork`, forkserver.py).
+Every run of every catalogue goes into one queue, `jobs` at a time, so no core waits for the
+tail of one catalogue before the next starts. A mutant's run stops once its verdict is known
+(`stop`, stop_plugin.py), and runs fork from a warm server where the platform forks (`fork`,
+forkserver.py).
+
+A catalogue's baseline (its suite on the unmutated copy) runs once its mutants are done. With
+`stop="never"` it runs the whole suite. With `first-kill` or `named` it runs the tests that
+failed under some mutant, and only those (the whole suite when none failed). A verdict rests
+on those tests alone: each kill is then shown to be the mutant's doing, and a survivor passed
+the whole suite in its own run. The rest of the suite is not needed, and in the catalogues
+that compile kernels it was most of the baseline's time.
 """
 
 from __future__ import annotations
@@ -11,13 +18,15 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import ExitStack
 from pathlib import Path
 
 from pytest_onebit.mutants.catalogue import Catalogue, Mutant, load_catalogue, select
+from pytest_onebit.mutants.jobs import PriorityPool
 from pytest_onebit.mutants.launch import ForkPool, Launcher, can_fork
 from pytest_onebit.mutants.scratch import (
     ShadowError,
@@ -49,10 +58,12 @@ def run_mutant(
     verify_shadowing: bool = False,
     stop: str = DEFAULT_STOP,
     server: Launcher | None = None,
+    only: Sequence[str] | None = None,
 ) -> tuple[SuiteRun, dict[str, str]]:
     """Apply `mutant` (None: the unmutated baseline) to a fresh scratch copy of the project and
-    run the suite there. The scratch copy is removed afterwards; the working tree is only read.
-    Returns the run and, with `verify_shadowing`, where the packages were imported from."""
+    run the suite there (`only`: those node ids of it). The scratch copy is removed afterwards;
+    the working tree is only read. Returns the run and, with `verify_shadowing`, where the
+    packages were imported from."""
     root = Path(project_root).resolve()
     label = mutant.number if mutant else "baseline"
     with tempfile.TemporaryDirectory(prefix=f"onebit-mutant-{label}-") as tmp:
@@ -68,7 +79,8 @@ def run_mutant(
                 return SuiteRun(None, detail=f"the diff no longer applies: {complaint}"), {}
         run = run_suite(scratch, pytest_args, python=python, timeout_s=timeout_s,
                         breaks=mutant.breaks if mutant else (),
-                        stop=stop if mutant else "never", server=server, modules=modules)
+                        stop=stop if mutant else "never", server=server, modules=modules,
+                        only=only)
         imported = _checked_imports(scratch, modules, run) if verify_shadowing else {}
         return run, imported
 
@@ -129,21 +141,25 @@ def run_catalogues(
         server: Launcher | None = None
         if fork and can_fork():
             server = stack.enter_context(ForkPool(jobs, python, _shadowed(root, catalogues)))
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=jobs))
+        pool = stack.enter_context(PriorityPool(jobs))
 
-        def one(plan, mutant: Mutant | None) -> tuple[SuiteRun, dict[str, str]]:
+        def one(plan, mutant: Mutant | None,
+                only: Sequence[str] | None = None) -> tuple[SuiteRun, dict[str, str]]:
             catalogue, _, pytest_args, copied = plan
             return run_mutant(root, mutant, copied=copied, pytest_args=pytest_args,
                               packages=catalogue.config.packages, python=python,
                               timeout_s=timeout_s, verify_shadowing=mutant is None,
-                              stop=stop, server=server)
+                              stop=stop, server=server, only=only)
 
-        # The baselines first: they are the longest runs, and each also proves (once per
-        # catalogue) that a scratch copy shadows the installed package.
+        # Each baseline once its catalogue's mutants are done (the module's docstring says
+        # why); it also proves, once per catalogue, that a scratch copy shadows the installed
+        # package, before any verdict of that catalogue is reported.
         started = time.perf_counter()
-        baselines: list[Future] = [pool.submit(one, plan, None) for plan in plans]
         runs: list[list[Future]] = [[pool.submit(one, plan, m) for m in plan[1]]
                                     for plan in plans]
+        baselines = [_baseline_after(pool, lambda only, plan=plan: one(plan, None, only),
+                                     futures, targeted=stop != "never")
+                     for plan, futures in zip(plans, runs, strict=True)]
         try:
             for plan, baseline_future, futures in zip(plans, baselines, runs, strict=True):
                 catalogue, mutants, pytest_args, _ = plan
@@ -161,6 +177,63 @@ def run_catalogues(
                 future.cancel()
             raise
     return reports
+
+
+def _baseline_after(pool: PriorityPool, baseline: Callable[[tuple[str, ...] | None], tuple],
+                    futures: list[Future], *, targeted: bool) -> Future:
+    """A future of the baseline's result, started on `pool` once every one of `futures` (the
+    catalogue's mutant runs) is done, ahead of the mutant runs still waiting (so the
+    catalogue's report need not wait for the others'): limited to the tests that failed in
+    them when `targeted` and some did, else the whole suite."""
+    outer: Future = Future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def start() -> None:
+        if any(f.cancelled() for f in futures):  # the whole run is being abandoned
+            outer.cancel()
+            return
+        only = _failed_in(futures) if targeted else None
+        try:
+            inner = pool.submit(baseline, only or None, priority=0)
+        except RuntimeError as error:  # the pool is closed: the run is being abandoned
+            outer.set_exception(error)
+            return
+        inner.add_done_callback(lambda f: _pass_on(f, outer))
+
+    def one_done(_: Future) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            start()
+
+    if not futures:
+        start()
+    for future in futures:
+        future.add_done_callback(one_done)
+    return outer
+
+
+def _failed_in(futures: list[Future]) -> tuple[str, ...]:
+    """The node ids that failed in any judged run among `futures`, each once, in order."""
+    failed: dict[str, None] = {}
+    for future in futures:
+        if future.cancelled() or future.exception() is not None:
+            continue
+        run = future.result()[0]
+        if run.judged:
+            failed.update(dict.fromkeys(run.failed_ids))
+    return tuple(failed)
+
+
+def _pass_on(inner: Future, outer: Future) -> None:
+    if inner.cancelled():
+        outer.cancel()
+    elif inner.exception() is not None:
+        outer.set_exception(inner.exception())
+    else:
+        outer.set_result(inner.result())
 
 
 def run_catalogue(

@@ -3,6 +3,13 @@
 A copy holds the entries a catalogue names; the suite runs there with the copy first on the
 import path, and `check_shadowing` proves once per catalogue that the copy (not an editable
 install of the working tree) is what gets imported.
+
+A copy's files are hard links to the project's where the filesystem allows (a plain copy
+otherwise): `onebit prove` makes one copy per mutant, about 160 of them, and copying 450 files
+each time cost a quarter of a second of system time apiece. A link shares its file with the
+working tree, so nothing may write through one: `apply_diff` first gives every file the diff
+touches a private copy (`unshare`), and only then lets `git apply` change it. The suites write
+nothing into the project (bytecode is off: `outer_env`; kernels go to their own cache).
 """
 
 from __future__ import annotations
@@ -22,17 +29,49 @@ class ShadowError(RuntimeError):
     """The scratch copy would not be the code under test (the working tree would be imported)."""
 
 
-def make_scratch(project_root: Path, into: Path, copied: Sequence[str]) -> Path:
+def make_scratch(project_root: Path, into: Path, copied: Sequence[str], *,
+                 link: bool = True) -> Path:
     """Copy `copied` (top-level entries; missing ones are skipped) from `project_root` into
-    `into`, which must not exist."""
+    `into`, which must not exist: each file a hard link where the filesystem allows and `link`
+    is set, else a copy (see the module's docstring for why a link is safe here)."""
     into.mkdir(parents=True)
+    copy = _link_or_copy if link else shutil.copy2
     for name in copied:
         src = project_root / name
         if src.is_dir():
-            shutil.copytree(src, into / name, ignore=shutil.ignore_patterns(*_IGNORED))
+            shutil.copytree(src, into / name, ignore=shutil.ignore_patterns(*_IGNORED),
+                            copy_function=copy)
         elif src.is_file():
-            shutil.copy2(src, into / name)
+            copy(src, into / name)
     return into
+
+
+def _link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem, or one without hard links
+        shutil.copy2(src, dst)
+    return str(dst)
+
+
+def unshare(path: Path) -> None:
+    """Give `path` a file of its own if it is a hard link, so writing it leaves every other
+    name of the file (the working tree's) as it was."""
+    if path.is_file() and not path.is_symlink() and path.stat().st_nlink > 1:
+        private = path.with_name(path.name + ".unshared")
+        shutil.copy2(path, private)
+        os.replace(private, path)
+
+
+def diff_targets(diff: str) -> list[str]:
+    """The paths a unified diff reads or writes (its `--- a/...` and `+++ b/...` lines)."""
+    paths = []
+    for line in diff.splitlines():
+        if line.startswith(("--- ", "+++ ")):
+            name = line[4:].split("\t", 1)[0].strip()
+            if name != "/dev/null":
+                paths.append(name[2:] if name.startswith(("a/", "b/")) else name)
+    return list(dict.fromkeys(paths))
 
 
 def packages_in(scratch: Path) -> tuple[str, ...]:
@@ -99,7 +138,14 @@ def verify_shadowing(scratch: Path, files: dict[str, str]) -> dict[str, str]:
 
 
 def apply_diff(scratch: Path, diff: str) -> str | None:
-    """`git apply` the diff in `scratch`; None when it applied, else git's complaint."""
+    """`git apply` the diff in `scratch`; None when it applied, else git's complaint. Every file
+    the diff names is unshared first: whatever `git apply` does to it, the working tree's file,
+    which a linked copy shares, stays as it was."""
+    root = scratch.resolve()
+    for name in diff_targets(diff):
+        target = (scratch / name).resolve()
+        if root in target.parents:  # git apply refuses a path outside; nothing to unshare
+            unshare(target)
     patch = scratch.parent / "mutant.patch"
     patch.write_text(diff, encoding="utf-8")
     try:

@@ -11,7 +11,11 @@ The environment says what to do:
 - `ONEBIT_MUTANT_STOP`: `first-kill` (stop after the first failing test of a named check),
   `named` (run every test of the named checks, then stop if one of them failed, so each named
   check that kills the mutant is credited in full) or `never` (run everything, in pytest's
-  order).
+  order);
+- `ONEBIT_MUTANT_FAILED`: a file the node id of every failing test is written to, one a line
+  (the runner's targeted baseline reruns those tests unmutated);
+- `ONEBIT_MUTANT_ONLY`: a file of node ids, one a line: every other collected test is
+  deselected (that targeted baseline).
 
 A mutant none of whose named checks fails always runs the whole suite, so *off-target* and
 *survived* are told apart exactly as without this plugin.
@@ -72,7 +76,42 @@ class MutantStop:
             self.session.shouldfail = f"mutant killed: {why}"
 
 
+class FailedTests:
+    """Writes the node id of each failing test (setup, call or teardown) to a file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        open(path, "w").close()  # noqa: SIM115 - an empty file says "none failed"
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.failed:
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write(report.nodeid + "\n")
+
+
+class OnlyTests:
+    """Keeps the collected tests whose node ids the file lists; deselects the rest."""
+
+    def __init__(self, path: str) -> None:
+        with open(path, encoding="utf-8") as listed:
+            self.wanted = {line.strip() for line in listed if line.strip()}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        kept = [item for item in items if item.nodeid in self.wanted]
+        dropped = [item for item in items if item.nodeid not in self.wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_configure(config) -> None:
+    failed = os.environ.get("ONEBIT_MUTANT_FAILED")
+    if failed:
+        config.pluginmanager.register(FailedTests(failed), "onebit-mutant-failed")
+    only = os.environ.get("ONEBIT_MUTANT_ONLY")
+    if only:
+        config.pluginmanager.register(OnlyTests(only), "onebit-mutant-only")
     mode = os.environ.get("ONEBIT_MUTANT_STOP", "never")
     if mode not in MODES:
         raise pytest.UsageError(f"ONEBIT_MUTANT_STOP={mode!r}; known: {list(MODES)}")

@@ -59,6 +59,8 @@ class SuiteRun:
     seconds: float = 0.0
     detail: str = ""  # why it is an error, or a tail of pytest's output
     imported: dict[str, str] = field(default_factory=dict)  # package -> file, when asked
+    failed_ids: tuple[str, ...] = ()  # node ids of the failing tests, in the order they failed
+    only: tuple[str, ...] | None = None  # the node ids the run was limited to (None: all)
 
     @property
     def judged(self) -> bool:
@@ -104,13 +106,14 @@ def _tail(log: Path, lines: int = 15) -> str:
 def run_suite(scratch: Path, pytest_args: Sequence[str], *, python: str = sys.executable,
               timeout_s: float = DEFAULT_TIMEOUT_S, breaks: Sequence[str] = (),
               stop: str = "never", server: Launcher | None = None,
-              modules: Sequence[str] = ()) -> SuiteRun:
+              modules: Sequence[str] = (), only: Sequence[str] | None = None) -> SuiteRun:
     """Run pytest with `pytest_args` inside `scratch` and read its JUnit XML.
 
     `breaks` and `stop` (`first-kill`, `named`, `never`): the tests of the named checks run
     first and the run ends once the verdict is known (stop_plugin). `server`: a fork server to
     run in (None: a fresh `python -m pytest`). `modules`: packages whose files the run reports
-    in `SuiteRun.imported` (the shadowing check)."""
+    in `SuiteRun.imported` (the shadowing check). `only`: node ids; every other test is
+    deselected (the targeted baseline)."""
     if stop not in STOP_MODES:
         raise ValueError(f"stop must be one of {STOP_MODES}, got {stop!r}")
     xml = scratch.parent / "junit.xml"
@@ -123,25 +126,45 @@ def run_suite(scratch: Path, pytest_args: Sequence[str], *, python: str = sys.ex
     env = scratch_env(scratch, extra_path=(plugin_dir,))
     env["ONEBIT_MUTANT_BREAKS"] = " ".join(breaks)
     env["ONEBIT_MUTANT_STOP"] = stop
+    failed_log = scratch.parent / "failed.txt"
+    env["ONEBIT_MUTANT_FAILED"] = str(failed_log)
+    if only is not None:
+        only = tuple(only)
+        listed = scratch.parent / "only.txt"
+        listed.write_text("".join(f"{nodeid}\n" for nodeid in only), encoding="utf-8")
+        env["ONEBIT_MUTANT_ONLY"] = str(listed)
     launcher = server if server is not None else ProcessLauncher(python)
     start = time.perf_counter()
     outcome = launcher.launch(scratch, args, env, log, timeout_s, modules,
                               path=(str(scratch), str(plugin_dir)))
     seconds = time.perf_counter() - start
     tail = _tail(log)
+    failed_ids = _failed_ids(failed_log)
     if outcome.timed_out:
         return SuiteRun(None, seconds=seconds, imported=outcome.imported,
-                        detail=f"the suite did not finish in {timeout_s:.0f} s (a hang?)")
+                        detail=f"the suite did not finish in {timeout_s:.0f} s (a hang?)",
+                        only=only)
     if outcome.exit_code is None:
         return SuiteRun(None, seconds=seconds, imported=outcome.imported,
-                        detail=f"pytest died of signal {outcome.signal} (a crash):\n{tail}")
+                        detail=f"pytest died of signal {outcome.signal} (a crash):\n{tail}",
+                        only=only)
     code = outcome.exit_code
     if code not in (0, 1) or not xml.is_file():
         return SuiteRun(code, seconds=seconds, imported=outcome.imported,
-                        detail=f"pytest exited {code} (not a test failure):\n{tail}")
+                        detail=f"pytest exited {code} (not a test failure):\n{tail}",
+                        only=only)
     tests, failed, skipped, per_check = parse_junit(xml)
     if code == 1 and not failed:
         return SuiteRun(code, tests, seconds=seconds, imported=outcome.imported,
-                        detail=f"pytest exited 1 but the JUnit XML shows no failure:\n{tail}")
+                        detail=f"pytest exited 1 but the JUnit XML shows no failure:\n{tail}",
+                        only=only)
     return SuiteRun(code, tests, failed, skipped, per_check, seconds, tail,
-                    imported=outcome.imported)
+                    imported=outcome.imported, failed_ids=failed_ids, only=only)
+
+
+def _failed_ids(path: Path) -> tuple[str, ...]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ()
+    return tuple(dict.fromkeys(line for line in lines if line))

@@ -83,7 +83,11 @@ class CatalogueReport(Rendered):
 
     @property
     def baseline_ok(self) -> bool:
-        return self.baseline.exit_code == 0 and self.baseline.tests > 0
+        """The unmutated copy passed at least one test, and, when the baseline was limited to
+        the tests that failed under a mutant, every one of them ran (a test that killed a
+        mutant but is not there unmutated proves nothing)."""
+        b = self.baseline
+        return b.exit_code == 0 and b.tests > 0 and (b.only is None or b.tests == len(b.only))
 
     def count(self, verdict: str) -> int:
         return sum(r.verdict == verdict for r in self.results)
@@ -104,12 +108,17 @@ class CatalogueReport(Rendered):
 
     def baseline_line(self) -> str:
         b = self.baseline
+        which = ("" if b.only is None else
+                 f"the {len(b.only)} tests that failed under a mutant, ")
         if self.baseline_ok:
-            return (f"baseline (unmutated copy): {b.tests - b.skipped} passed, {b.skipped} "
-                    f"skipped in {b.seconds:.1f} s")
+            return (f"baseline (unmutated copy): {which}{b.tests - b.skipped} passed, "
+                    f"{b.skipped} skipped in {b.seconds:.1f} s")
+        if b.exit_code == 0 and b.only is not None:
+            return (f"baseline (unmutated copy): FAILED, {which}but only {b.tests} of them "
+                    "ran unmutated")
         first = b.detail.splitlines()[0] if b.detail else ""
-        return (f"baseline (unmutated copy): FAILED, {b.failed} of {b.tests} tests failed "
-                f"(exit {b.exit_code}) {first}").rstrip()
+        return (f"baseline (unmutated copy): {which}FAILED, {b.failed} of {b.tests} tests "
+                f"failed (exit {b.exit_code}) {first}").rstrip()
 
     def document(self) -> Document:
         table = Table(cols("mutant", "breaks", "failing checks", "failed", "verdict",
@@ -127,6 +136,7 @@ class CatalogueReport(Rendered):
             "test_paths": list(self.test_paths),
             "baseline": {"ok": self.baseline_ok, "exit_code": b.exit_code, "tests": b.tests,
                          "failed": b.failed, "skipped": b.skipped,
+                         "only": None if b.only is None else list(b.only),
                          "seconds": round(b.seconds, 2),
                          "detail": "" if self.baseline_ok else b.detail},
             "counts": {v: self.count(v) for v in VERDICTS},

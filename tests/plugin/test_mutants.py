@@ -33,7 +33,7 @@ from pytest_onebit.mutants import (
     select,
     verdict_of,
 )
-from pytest_onebit.mutants.scratch import check_shadowing
+from pytest_onebit.mutants.scratch import check_shadowing, diff_targets
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT / "mutants" / "loop"
@@ -193,6 +193,75 @@ def test_a_copy_without_the_package_does_not_shadow_the_install(tmp_path):
         check_shadowing(tmp_path / "project", ["onebit"])
 
 
+LINKED_DIFF = """--- a/pkg/mod.py
++++ b/pkg/mod.py
+@@ -1,2 +1,2 @@
+ def f():
+-    return 1
++    return 2
+"""
+
+
+def test_a_linked_copy_is_unshared_before_a_mutant_is_applied(tmp_path):
+    """A scratch copy's files are hard links to the project's (the cheap copy `onebit prove`
+    makes once per mutant), yet applying a mutant changes the copy alone: the file the diff
+    names gets a private copy first, the project's file keeps its bytes, and the files the diff
+    does not name stay linked."""
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    (project / "pkg" / "other.py").write_text("X = 1\n")
+    scratch = make_scratch(project, tmp_path / "scratch", ["pkg"])
+    if (project / "pkg" / "mod.py").stat().st_nlink == 1:
+        pytest.skip("this filesystem makes no hard links: the copy is a plain copy")
+    assert apply_diff(scratch, LINKED_DIFF) is None
+    assert (scratch / "pkg" / "mod.py").read_text() == "def f():\n    return 2\n"
+    assert (project / "pkg" / "mod.py").read_text() == "def f():\n    return 1\n"
+    assert (project / "pkg" / "mod.py").stat().st_nlink == 1
+    assert (project / "pkg" / "other.py").stat().st_nlink == 2
+
+
+def test_an_unlinked_copy_shares_nothing(tmp_path):
+    """`link=False` copies every file, so nothing the copy does can reach the project."""
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "mod.py").write_text("def f():\n    return 1\n")
+    make_scratch(project, tmp_path / "scratch", ["pkg"], link=False)
+    assert (project / "pkg" / "mod.py").stat().st_nlink == 1
+
+
+def test_the_pool_runs_the_most_urgent_waiting_task_first():
+    """PriorityPool (the runner's threads): with its one worker held busy, the tasks queued
+    behind it run lowest priority first and, within a priority, in the order submitted; a
+    task's exception reaches its future; a closed pool takes no task."""
+    import threading
+
+    from pytest_onebit.mutants.jobs import PriorityPool
+
+    gate, order = threading.Event(), []
+    with PriorityPool(1) as pool:
+        held = pool.submit(gate.wait)
+        futures = [pool.submit(order.append, name, priority=priority)
+                   for name, priority in (("m1", 1), ("m2", 1), ("baseline", 0), ("m3", 1))]
+        failing = pool.submit(lambda: 1 / 0)
+        gate.set()
+        for future in (held, *futures):
+            future.result(timeout=10)
+        with pytest.raises(ZeroDivisionError):
+            failing.result(timeout=10)
+    assert order == ["baseline", "m1", "m2", "m3"]
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.submit(print)
+
+
+def test_diff_targets_names_each_path_once():
+    """The paths a diff touches, read from its ---/+++ lines: prefixes and timestamps dropped,
+    /dev/null (a created or deleted file) left out, each path once."""
+    diff = ("--- a/x/y.py\t2026-01-01\n+++ b/x/y.py\n@@ -1 +1 @@\n-a\n+b\n"
+            "--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+c\n")
+    assert diff_targets(diff) == ["x/y.py", "new.py"]
+
+
 def test_the_cli_parses_its_options_and_rejects_an_unknown_mutant(capsys):
     """`onebit mutants` has --format/--jobs/--catalogue/--root/--only with the documented
     defaults, finds the project root from the installed package, and exits non-zero (before
@@ -259,10 +328,14 @@ def test_applying_mutants_never_changes_the_working_tree(end_to_end):
 
 def test_the_scratch_copy_is_what_runs(end_to_end):
     """The baseline run imported onebit and the plugin from its scratch copy, not from the
-    editable install, and the unmutated suite passed there."""
+    editable install, and passed there: with `stop="named"` it ran exactly the tests that
+    failed under the two mutants that applied, every one of them."""
     _, _, _, report = end_to_end
     assert report.baseline_ok, report.baseline.detail
-    assert report.baseline.tests > 500
+    failed = {t for r in report.results for t in r.run.failed_ids}
+    assert len(failed) == sum(r.run.failed for r in report.results) > 0
+    assert set(report.baseline.only) == failed
+    assert report.baseline.tests == len(failed)
     for module, path in report.imported_from.items():
         assert "onebit-mutant-baseline-" in path, (module, path)
         assert not path.startswith(str(ROOT)), (module, path)
@@ -366,6 +439,42 @@ def test_another_projects_catalogue_runs_against_its_own_suite(calc_project):
     assert report.results[1].run.failing_checks == {"A2-neg": 1}
     assert not report.ok
     assert report.to_text().startswith("mutant catalogue `calc`: calc")
+
+
+def test_a_stopping_run_checks_each_kill_on_the_unmutated_copy(calc_project):
+    """With `stop="first-kill"` (onebit prove) the baseline runs the tests that failed under
+    some mutant, unmutated, and nothing else: A1's and A2's tests, not the helper's test,
+    which no mutant failed. The verdicts are those of the full run."""
+    (folder,) = find_catalogues(calc_project / "mutants")
+    report = run_catalogue(calc_project, folder, jobs=2, stop="first-kill")
+    verdicts = {r.mutant.number: r.verdict for r in report.results}
+    assert verdicts == {"01": KILLED, "02": OFF_TARGET, "03": SURVIVED}
+    assert sorted(report.baseline.only) == ["tests/test_calc.py::test_A1_add",
+                                            "tests/test_calc.py::test_A2_neg"]
+    assert report.baseline_ok and report.baseline.tests == 2
+    assert "the 2 tests that failed under a mutant, 2 passed" in report.to_text()
+
+
+def test_a_kill_by_a_test_that_fails_unmutated_is_no_proof(tmp_path):
+    """The targeted baseline keeps the baseline's one job: a test that fails without any
+    mutant (here A1 expects 6 from 2 + 3) "kills" the mutant in its run, but the baseline
+    reruns that very test unmutated, it fails, and the catalogue is INVALID, not ok."""
+    root = tmp_path / "calc"
+    (root / "calc").mkdir(parents=True)
+    (root / "calc" / "__init__.py").write_text(CALC)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_calc.py").write_text(CALC_TESTS.replace("== 5", "== 6"))
+    folder = root / "mutants" / "calc"
+    folder.mkdir(parents=True)
+    (folder / "catalogue.toml").write_text('[catalogue]\ndescription = "calc"\n'
+                                           'tests = ["tests"]\n')
+    (folder / "01-add-subtracts.diff").write_text(
+        calc_mutant("01", "add subtracts", "A1", "a + b", "a - b"))
+    report = run_catalogue(root, folder, jobs=1, stop="first-kill")
+    assert report.results[0].verdict == KILLED
+    assert report.baseline.only == ("tests/test_calc.py::test_A1_add",)
+    assert not report.baseline_ok and not report.ok
+    assert "INVALID" in report.summary()
 
 
 def test_a_malformed_catalogue_toml_is_an_error(tmp_path):
