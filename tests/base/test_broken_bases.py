@@ -54,6 +54,7 @@ def test_onebit_base_option_fails_a_broken_base_with_the_check_named(pytester):
     ])
 
 
+@pytest.mark.slow  # pytest --pyargs in a subprocess (4 s)
 def test_pyargs_conformance_module_runs_the_contract_on_a_named_base(pytester):
     """With no test file of one's own, `pytest --pyargs pytest_onebit.base.conformance
     --onebit-base=...` holds the named base to B1..B8: a base that runs a verify wider than

@@ -76,6 +76,7 @@ def test_second_process_loads_what_the_first_compiled(tmp_path):
     assert first[0] == np.arange(1000.0).sum() * 0.5
 
 
+@pytest.mark.slow  # compiles in subprocesses with caches of their own (8 s)
 def test_a_copy_of_the_sources_elsewhere_loads_what_the_first_compiled(tmp_path):
     """The same kernel module read from another place (a mutant catalogue's scratch copy, a
     second checkout) finds the kernels the first place compiled: the entry is keyed by the
@@ -101,6 +102,7 @@ READY_CHILD = CHILD.replace(
     "total = make(0.5)\nimport sys\nprint('ready', file=sys.stderr, flush=True)\n")
 
 
+@pytest.mark.slow  # compiles in subprocesses with a cache of their own (6 s)
 def test_a_variant_is_compiled_once_however_many_processes_want_it(tmp_path):
     """Two processes that want the same variant at once on an empty cache compile it once: while
     another holds the variant's lock both wait (neither finishes), and once it is free one
@@ -183,6 +185,7 @@ def test_float_and_packed_kernels_load_from_the_cache(tmp_path):
     assert second[3] == first[3]
 
 
+@pytest.mark.slow  # compiles in subprocesses with the cache off (5 s)
 def test_off_and_unwritable_compile_as_before(tmp_path):
     """`ONEBIT_KERNEL_CACHE=0`, or a place that cannot be written, compiles in the process
     (no hit: numba counts a compile without a cache as a miss) and stores nothing."""
@@ -209,6 +212,7 @@ RUNTIME_MODULE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # compiles in subprocesses with a cache of their own (4 s)
 def test_a_kernel_from_a_module_made_at_run_time_is_never_stored(tmp_path):
     """numba rebuilds a cached kernel's globals by importing its module, so a kernel from a
     module no later process can import would be stored under its name and then break that

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -16,6 +18,9 @@ def pytest_run(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, timeout=600)
 
 
+# builds a C library and proves it through the CLI (6 s); `onebit prove`'s c_loop catalogue holds
+# the same path
+@pytest.mark.slow
 def test_loop_lib_runs_the_contract_on_the_library(onebit_native_build):
     """The packaged conformance module holds the port through --onebit-loop-lib: I12 and F1
     pass on every scenario and fault case; the header names the library."""
@@ -40,6 +45,7 @@ def test_loop_lib_with_a_bad_library_is_a_usage_error(onebit_native_build):
     assert f"--onebit-loop-lib {so}: built for ABI version 2" in done.stderr
 
 
+@pytest.mark.slow  # builds a C library and holds it through pytest in a subprocess (4 s)
 def test_base_lib_holds_a_compiled_base(onebit_native_build):
     """--onebit-base-lib runs B1..B7 on the compiled toy base (all pass) and on the broken one
     (B2 fails)."""

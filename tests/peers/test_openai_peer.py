@@ -37,6 +37,8 @@ def peer(capsys, url: str, *extra: str) -> tuple[int, dict]:
     return status, json.loads(capsys.readouterr().out)
 
 
+# a real onebit serve held by every peer check end to end (13 s); the planted faults stay in line 2
+@pytest.mark.slow
 def test_clean_server_passes_every_check(smollm2, capsys):
     """onebit serve with prompt lookup equals its own plain decode on every check, both
     endpoints (S1 is opt-in and not applicable without --sampled): exit 0."""

@@ -125,6 +125,7 @@ def test_expected_failures_need_known_checks_and_reasons(expected):
         check_loop(onebit.run, SOME, expected_failed_checks=expected)
 
 
+@pytest.mark.slow  # pytest on the loop contract in a subprocess (4 s)
 def test_loop_contract_declares_expected_failures_as_xfail(pytester):
     """`LoopContract.expected_failed_checks` makes that check's failing tests xfail with the
     reason, and its passing ones XPASS, reported with the reason but not failing the run (a
@@ -322,6 +323,7 @@ def test_sampling_contract_skips_a_loop_that_cannot_sample_with_the_reason(pytes
                                  "sample*unexpected keyword argument 'sampling'*"])
 
 
+@pytest.mark.slow  # `onebit prove` in subprocesses (5 s)
 def test_prove_declares_expected_failures_of_either_contract():
     """`prove`'s expected failures reach the contract that owns each check: a sampling check
     declared on a loop that keeps it is a stale xpass that fails the proof, with its reason in

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 BLOCKED_PROVE = """
 import sys
 for name in ("pytest", "_pytest", "hypothesis"):
@@ -15,6 +17,7 @@ sys.exit(main(["prove", "--quick", "--format", "json"]))
 """
 
 
+@pytest.mark.slow  # `onebit prove --quick` in a subprocess (5 s); CI's bare install proves it again
 def test_prove_quick_imports_neither_pytest_nor_hypothesis():
     """With pytest, _pytest and Hypothesis made unimportable, `onebit prove --quick` still
     holds the loop to every check (I and S) and exits 0: no contract module imports them."""

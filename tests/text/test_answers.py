@@ -21,6 +21,7 @@ def smollm2_int8(smollm2_path):
     return onebit.load_model(smollm2_path, kernel="int8")
 
 
+@pytest.mark.slow  # the real model, each answer against generate (5 s for three)
 @pytest.mark.parametrize("batch", [1, 2, 8])
 def test_side_by_side_answers_are_generates(smollm2_int8, batch):
     """With 1, 2 or 8 slots (fewer prompts than slots, slots refilled as answers end, an
@@ -54,6 +55,7 @@ def test_the_model_state_is_untouched(smollm2_int8):
     assert np.array_equal(model.step(42, 1), want)
 
 
+@pytest.mark.slow  # the real model without its compiled stack (5.5 s)
 def test_a_model_without_a_compiled_stack_answers_one_by_one(smollm2_path):
     """On the float reference (no compiled stack) the answers come from `generate`, one prompt
     at a time, and are its answers."""
@@ -89,6 +91,7 @@ def test_a_prompt_that_fills_the_context_is_refused_before_any_answer(smollm2_in
     assert told == []
 
 
+@pytest.mark.slow  # the real model's prefill rows (3 s)
 def test_distilled_rows_are_a_prefills(smollm2_int8):
     """`onebit.train.data.distil` keeps each position's rows as the side-by-side passes
     compute them; every sequence (tokens, answer start, the three feature rows, the top-32 ids

@@ -1,5 +1,7 @@
 """`onebit generate` and `onebit chat` as a user runs them, on a fabricated model."""
 
+import pytest
+
 import onebit
 from onebit.commands.generate import default_kernel
 from onebit.text.load import attach_tokenizer
@@ -11,6 +13,7 @@ def _model(tiny_dir, kernel=None):
                             tiny_dir)
 
 
+@pytest.mark.slow  # the CLI streaming in a subprocess (9 s)
 def test_generate_streams_the_text(tiny_dir, onebit_cli):
     """stdout is exactly the text `onebit.generate` gives (plus a newline), and stderr carries
     the speed, passes per token and, with a head (the default is the policy's), the
@@ -33,6 +36,7 @@ def test_generate_streams_the_text(tiny_dir, onebit_cli):
     assert auto.stdout == done.stdout and "acceptance" in auto.stderr
 
 
+@pytest.mark.slow  # the CLI's inputs, each in a subprocess (8 s)
 def test_prompt_file_and_bad_input(tiny_dir, tmp_path, onebit_cli):
     """A UTF-8 prompt file gives the same text as the prompt on the command line; invalid
     UTF-8, a missing model or no prompt is one line on stderr and exit 2."""
@@ -83,6 +87,7 @@ def test_kernel_option(tiny_dir, onebit_cli):
     assert bad.returncode == 2 and "int8" in bad.stderr and "numpy" in bad.stderr
 
 
+@pytest.mark.slow  # compiles a stack in a subprocess with an empty cache (8 s)
 def test_a_compile_is_announced_once(tiny_dir, tmp_path, onebit_cli):
     """On an empty kernel cache the command says on stderr, before the first token, that it is
     compiling and where later runs will find the kernels, and its report gives the seconds

@@ -67,6 +67,7 @@ SMOLLM2_TRANSFORMERS_DIFFERS = {
 }
 
 
+@pytest.mark.slow  # transformers' tokenizer on the corpus (4 s)
 def test_smollm2_against_transformers(smollm2_path, smollm2_tokenizer):
     """Every corpus string but the declared ones encodes to the same ids (BOS, special tokens
     and all) and decodes to the same text, with and without the special tokens, as
@@ -85,6 +86,7 @@ def test_smollm2_against_transformers(smollm2_path, smollm2_tokenizer):
                                                       smollm2_tokenizer.eos_token_id)
 
 
+@pytest.mark.slow  # transformers' tokenizer on the corpus (4 s)
 def test_corpus_tells_a_wrong_split(smollm2_path, smollm2_metadata):
     """The cross-check can fail: SmolLM2's vocabulary cut by Llama 3's split instead of its
     own disagrees with transformers on some corpus string (digit runs, whitespace)."""

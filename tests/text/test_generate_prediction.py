@@ -57,6 +57,7 @@ def test_bad_predictions_are_refused_by_name(tiny_model, kwargs, message):
         onebit.generate(tiny_model, PROMPT, max_tokens=4, **{"prediction": "x", **kwargs})
 
 
+@pytest.mark.slow  # the CLI on the real model in a subprocess (5 s)
 def test_the_command_line_takes_a_prediction_file(tiny_dir, tmp_path, onebit_cli):
     """`onebit generate --prediction FILE` prints the text `--head none` prints; a missing
     file is one line naming the option, exit 2 (as a bad --prompt-file)."""

@@ -11,6 +11,7 @@ def smollm2(smollm2_path):
     return onebit.load_model(smollm2_path, kernel="numba")  # the float reference, by name
 
 
+@pytest.mark.slow  # the real model through the CLI in a subprocess (7.5 s)
 def test_haiku_and_prompt_lookup(smollm2):
     """The issue's example: SmolLM2 answers in words through its chat template (no special
     token text in the answer), and prompt lookup prints the same text in fewer base passes."""
@@ -35,6 +36,7 @@ def test_stops_at_im_end(smollm2):
     assert "Paris" in gen.text
 
 
+@pytest.mark.slow  # the real model through the CLI in a subprocess (4 s)
 def test_generate_without_model_uses_the_cache(smollm2_path, tmp_path, onebit_cli):
     """`onebit generate` with no --model takes SmolLM2 from $ONEBIT_HOME (here a fresh home
     whose cache links to the verified file, so nothing is downloaded) and prints its answer as
@@ -52,6 +54,7 @@ def test_generate_without_model_uses_the_cache(smollm2_path, tmp_path, onebit_cl
     assert "Paris" in done.stdout and "tokens/s" in done.stderr
 
 
+@pytest.mark.slow  # the real model through the CLI in subprocesses (12 s)
 def test_generate_runs_int8_unless_told(smollm2, smollm2_path, onebit_cli):
     """`onebit generate` loads the integer kernel by default (the speed a user at the command
     line wants) and the float reference with `--kernel numba`: each prints what
