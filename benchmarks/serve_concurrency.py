@@ -9,7 +9,10 @@ The table gives each arm's median and [min .. max] over rounds, each ratio to on
 time per round, and whether every answer sent together equalled the same request alone.
 
     .venv/bin/python benchmarks/serve_concurrency.py [--rounds 3] [--tokens 128]
-        [--parallel 8] [--head none] [--llama-server PATH]
+        [--parallel 8] [--head none] [--llama-server PATH] [--model smollm2|gemma3|FILE.gguf]
+
+`--model`: a model `onebit pull` knows (pulled if missing) or a GGUF file; every server loads
+the same file.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 from policy_ab import PROMPTS as CHAT_PROMPTS  # a script's folder is on its path
 
@@ -83,12 +87,14 @@ def main() -> int:
     parser.add_argument("--head", default="none", help="onebit serve's --head (default none)")
     parser.add_argument("--llama-server", help="the llama-server binary (default: found as "
                         "onebit peer finds it; the arm is left out when there is none)")
+    parser.add_argument("--model", default="smollm2",
+                        help="a known model's name (pulled if missing) or a GGUF file")
     args = parser.parse_args()
-    from onebit.hub import model_path
+    from onebit.hub import MODELS, model_path
 
-    model = model_path("smollm2", pull=True)
+    model = model_path(args.model, pull=True) if args.model in MODELS else Path(args.model)
     onebit = [sys.executable, "-m", "onebit.cli", "serve", "--log-level", "warning",
-              "--head", args.head]
+              "--model", str(model), "--head", args.head]
     arms = {"onebit one at a time": [*onebit, "--parallel", "0"],
             f"onebit --parallel {args.parallel}": [*onebit, "--parallel", str(args.parallel)]}
     binary = find_server(args.llama_server)
@@ -117,7 +123,7 @@ def main() -> int:
         for server in servers.values():
             server.stop()
     base = speed["onebit one at a time"]
-    print(f"\n{args.rounds} rounds, {args.tokens}-token greedy chat answers, SmolLM2 Q4_1, "
+    print(f"\n{args.rounds} rounds, {args.tokens}-token greedy chat answers, {model.name}, "
           f"2 threads; tokens/s median [min .. max]; ratio to onebit one at a time, per round\n")
     print("| server | 1 client | 8 clients | 8 / 1 | 1 client / onebit's | 8 clients / "
           "onebit's | together = alone |")

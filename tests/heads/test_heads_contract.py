@@ -10,6 +10,8 @@ import pytest
 import onebit
 from onebit.heads import (
     NgramHead,
+    SuffixCache,
+    SuffixHead,
     fabricate_dflash,
     fabricate_mtp,
     load_dflash,
@@ -22,7 +24,9 @@ PROMPTS = {
     "repetitive": [189, 190] * 4,
 }
 N = 40
-HEADS = ("ngram", "ngram-two-pass", "dflash", "mtp", "own-mtp")
+# suffix: the request's own tree; suffix-cached: also a cache of earlier answers that holds
+# greedy's answer to the plain prompt, so whole drafts come from it and are accepted
+HEADS = ("ngram", "ngram-two-pass", "dflash", "mtp", "own-mtp", "suffix", "suffix-cached")
 # (target family, head): every head on both families, Qwen3.5's own MTP on Qwen3.5 only
 ARMS = [(kind, name) for name in HEADS for kind in ("qwen3", "qwen3_5")
         if not (name == "own-mtp" and kind == "qwen3")]
@@ -39,6 +43,13 @@ def make_head(name, target, tmp_path, target_dirs=None):
         return load_mtp(fabricate_mtp(tmp_path / "mtp", target), target)
     if name == "own-mtp":  # Qwen3.5's own MTP layers, from the target's checkpoint
         return load_own_mtp(target_dirs["qwen3_5"], target)
+    if name == "suffix":
+        return SuffixHead()
+    if name == "suffix-cached":
+        cache = SuffixCache()
+        plain = PROMPTS["plain"]
+        cache.add(plain + onebit.greedy(target, plain, max_tokens=N).tokens)
+        return SuffixHead(cache)
     raise ValueError(name)
 
 
@@ -107,3 +118,13 @@ def test_one_pass_heads_never_cost_more_passes_than_plain_decode(target, tmp_pat
         result = onebit.run(target, make_head(name, target, tmp_path / name), prompt,
                             max_tokens=N, k=7)
         assert result.stats.passes_per_token <= 1.0
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "qwen3_5"])
+def test_suffix_cached_arm_accepts_whole_drafts(target, kind, tmp_path, target_dirs):
+    """The suffix-cached arm is not a plain decode in disguise: with greedy's own answer in the
+    cache, most of the plain prompt's tokens come from accepted drafts, so the contract above
+    holds it through long accepted blocks, not only through rejections."""
+    head = make_head("suffix-cached", target, tmp_path, target_dirs)
+    result = onebit.run(target, head, PROMPTS["plain"], max_tokens=N, k=7)
+    assert result.stats.accepted >= N // 2, result.stats
