@@ -52,6 +52,21 @@ PROMPT_TEXT = "Write a long explanation of how photosynthesis works in plants. "
 CALLS = 5  # calls a sample
 
 
+def parse_rows(text: str) -> tuple[int, ...]:
+    """`1-8` or `1,2,4,16`: the verify widths, each 1..128 (the prompt's 128 ids)."""
+    try:
+        if "-" in text:
+            low, high = (int(x) for x in text.split("-"))
+            rows = tuple(range(low, high + 1))
+        else:
+            rows = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"verify_cost: --rows wants 1-8 or 1,2,4; got {text!r}") from None
+    if not rows or min(rows) < 1 or max(rows) > 128:
+        raise SystemExit(f"verify_cost: --rows must be widths from 1 to 128; got {text!r}")
+    return rows
+
+
 def spread(values: list[float], fmt: str = "{:.2f}") -> str:
     return (f"{fmt.format(statistics.median(values))} "
             f"[{fmt.format(min(values))} .. {fmt.format(max(values))}]")
@@ -62,16 +77,22 @@ def measure(model_path: str | None, kernel: str | None, rounds: int) -> list[dic
     from onebit.text.load import load_text_model
 
     options = {} if kernel is None else {"kernel": kernel}
+    if max(ROWS) > 8:  # the forward's default verify width is 8 rows
+        options["max_batch_rows"] = max(ROWS)
     m = load_text_model(model_path, progress=False, **options)
     ids = m.tokenizer.encode(PROMPT_TEXT)[:128]
     if len(ids) < 128:
         raise SystemExit(f"verify_cost: the prompt makes {len(ids)} tokens, not 128")
 
+    # the loop's prefill width: 64 rows on the llama family, the verify width where a
+    # family's cache holds no more (Gemma's sliding ring)
+    width = min(64, getattr(m, "max_prefill_rows", m.max_batch_rows)())
+
     def prefill() -> None:
         m.reset()
-        for i in range(0, 128, 64):
-            m.verify_last(ids[i:i + 64], i)
-            m.commit_verify(64)
+        for i in range(0, 128, width):
+            m.verify_last(ids[i:i + width], i)
+            m.commit_verify(len(ids[i:i + width]))
 
     prefill()  # warm-up: compiles (or loads) every kernel and tile size
     for k in ROWS:
@@ -146,7 +167,7 @@ def measure_llama(model_path: str | None, threads: int, rounds: int) -> list[dic
 def one_round(checkout: Path, args, engine: str = "onebit") -> dict[str, float]:
     """One round measured by a fresh process running `checkout`'s onebit (or llama.cpp)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--rounds", "1", "--json",
-           "--threads", str(args.threads), "--engine", engine]
+           "--threads", str(args.threads), "--engine", engine, "--rows", args.rows]
     if args.model:
         cmd += ["--model", args.model]
     if args.kernel:
@@ -206,7 +227,12 @@ def main() -> None:
     parser.add_argument("--engine", choices=("onebit", "llama"), default="onebit",
                         help=argparse.SUPPRESS)  # a round's process: which engine it times
     parser.add_argument("--json", action="store_true", help="print the rounds as JSON")
+    parser.add_argument("--rows", default="1-8",
+                        help="the verify widths: `1-8` (default) or a list, `1,2,4,8,16,32`; "
+                        "past 8 the model is loaded with that many batch rows")
     args = parser.parse_args()
+    global ROWS
+    ROWS = parse_rows(args.rows)
     if args.engine == "llama":
         print(json.dumps(measure_llama(args.model, args.threads, args.rounds)))
         return
