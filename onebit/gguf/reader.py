@@ -120,8 +120,9 @@ def read_gguf(path: str | Path, *, keep_blocks: bool = False) -> GGUFContents:
 
     `keep_blocks`: 2-D Q8_0 / Q4_0 / Q4_1 tensors stay in their blocks (a `Stored` of kind
     "q8_0" / "q4_0" / "q4_1", uint8 rows of blocks; onebit/models/blocks.py) for the integer
-    kernel, instead of being dequantised here; their float form, when asked for, is the same
-    values bit for bit."""
+    kernel, instead of being dequantised here, and Q5_0 ones become Q8_0 blocks of the same
+    values (`blocks.q5_0_as_q8_0`); their float form, when asked for, is the same values bit
+    for bit."""
     path = Path(path)
     source = str(path)
     header, reader, metadata = read_metadata(path)
@@ -152,10 +153,13 @@ def read_gguf(path: str | Path, *, keep_blocks: bool = False) -> GGUFContents:
     for name, info in infos.items():
         if name == mapping.ROPE_FREQS:
             continue
-        kind = blocks.FROM_GGML.get(TYPE_NAMES[info.type_id]) if keep_blocks else None
+        ggml = TYPE_NAMES[info.type_id]
+        kind = (blocks.FROM_GGML.get(ggml) or blocks.CONVERTED.get(ggml)) if keep_blocks else None
         if kind is not None and len(info.shape) == 2:
             values = np.asarray(views[name].data).reshape(-1).view(np.uint8)
             values = values.reshape(info.shape[0], -1)
+            if ggml == "Q5_0":
+                values = blocks.q5_0_as_q8_0(values, *info.shape)
         else:
             kind, values = "float", _values(views[name], info)
         if arch == "llama" and name.endswith(("attn_q.weight", "attn_k.weight")):

@@ -34,10 +34,30 @@ KINDS: dict[str, tuple[int, int, int]] = {"q8_0": (8, 34, 2), "q4_0": (2, 18, 2)
                                           "q4_1": (3, 20, 4)}
 # ggml type name -> stored kind: the types kept in their blocks
 FROM_GGML = {"Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": "q4_1"}
+# ggml type name -> (stored kind, layout change): types the integer kernel reads after a change
+# of layout that keeps every value (Q5_0's codes are Q8_0 codes under the same scale)
+CONVERTED = {"Q5_0": "q8_0"}
 
 
 def is_block_kind(kind: str) -> bool:
     return kind in KINDS
+
+
+def q5_0_as_q8_0(raw: np.ndarray, out: int, n_in: int) -> np.ndarray:
+    """Q5_0 rows (22-byte blocks: d, a u32 of fifth bits, 16 bytes of nibbles) as Q8_0 rows
+    (34-byte blocks), value for value: a Q5_0 element is d * (q - 16) with q its five-bit code,
+    which is the Q8_0 code q - 16 (in -16..15) under the same float16 d. So the integer kernel
+    reads a Q5_0 weight at 8.5 bits a weight instead of the float kernel at 32, and the float
+    form of the result is the file's dequantised values bit for bit."""
+    b = np.asarray(raw, np.uint8).reshape(out * (n_in // BLOCK), 22)
+    nibbles = b[:, 6:]
+    q = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=1).astype(np.int16)
+    qh = np.ascontiguousarray(b[:, 2:6]).view("<u4")
+    q |= (((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.int16) << 4)
+    blocks8 = np.empty((b.shape[0], 34), np.uint8)
+    blocks8[:, :2] = b[:, :2]
+    blocks8[:, 2:] = (q - 16).astype(np.int8).view(np.uint8)
+    return blocks8.reshape(out, -1)
 
 
 # The integer kernel's vector loads (64 bytes of a group's codes, 16 scales) start at

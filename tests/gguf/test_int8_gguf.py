@@ -1,7 +1,8 @@
-"""GGUF Q8_0 / Q4_0 / Q4_1 weights kept in their blocks and multiplied by the integer kernel
-(`kernel="int8"`): what is stored, that the float form of a kept block equals the
-dequantise-at-load path's weight, and that the base contract B1..B8 holds bit for bit on the
-integer path, on fabricated files and on SmolLM2 (skipped when absent)."""
+"""GGUF Q8_0 / Q4_0 / Q4_1 weights kept in their blocks (Q5_0 as Q8_0 blocks of the same
+values) and multiplied by the integer kernel (`kernel="int8"`): what is stored, that the float
+form of a kept block equals the dequantise-at-load path's weight, and that the base contract
+B1..B8 holds bit for bit on the integer path, on fabricated files and on SmolLM2 (skipped when
+absent)."""
 
 from __future__ import annotations
 
@@ -31,15 +32,16 @@ def made(tmp_path):
     return make
 
 
-@pytest.mark.parametrize("matrix_type", TYPES)
+@pytest.mark.parametrize("matrix_type", (*TYPES, "Q5_0"))
 def test_blocks_kept_and_their_float_form_exact(made, matrix_type):
     """With keep_blocks, every matrix is stored as its kind's uint8 rows of blocks (in memory
-    the file's bytes: 4.5 / 5 / 8.5 bits a weight), and the weight store's float form of each
-    is, bit for bit, the tensor the dequantise-at-load path reads; an embedding row too."""
+    the file's bytes: 4.5 / 5 / 8.5 bits a weight; Q5_0 as Q8_0 blocks of the same values),
+    and the weight store's float form of each is, bit for bit, the tensor the
+    dequantise-at-load path reads; an embedding row too."""
     path = made(matrix_type, tied=False)
     floats = read_gguf(path).tensors
     kept = read_gguf(path, keep_blocks=True)
-    kind = blocks.FROM_GGML[matrix_type]
+    kind = blocks.FROM_GGML.get(matrix_type) or blocks.CONVERTED[matrix_type]
     model = load_gguf(path, kernel="int8")
     for name, stored in kept.tensors.items():
         if stored.data.ndim == 2:
