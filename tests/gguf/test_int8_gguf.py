@@ -33,7 +33,7 @@ def made(tmp_path):
 
 
 @pytest.mark.parametrize("matrix_type", (*TYPES, "Q5_0"))
-def test_blocks_kept_and_their_float_form_exact(made, matrix_type):
+def test_Q6_blocks_kept_and_their_float_form_exact(made, matrix_type):
     """With keep_blocks, every matrix is stored as its kind's uint8 rows of blocks (in memory
     the file's bytes: 4.5 / 5 / 8.5 bits a weight; Q5_0 as Q8_0 blocks of the same values),
     and the weight store's float form of each is, bit for bit, the tensor the
