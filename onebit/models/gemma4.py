@@ -24,6 +24,11 @@ RoPE; global layers see every position, may have a wider head, and use "proporti
 keys (no v_proj). The last `num_kv_shared_layers` layers compute no keys or values: they read
 the cache of the last earlier layer of their type.
 
+Variants change named hooks (onebit/models/gemma3.py, gemma2.py): the norm factor, the layer
+scalars, the value norm, the q/k norms (`qk_norm`) and attention logit soft-capping
+(`attention_softcap`: each row's float64 scores become `cap * tanh(scores / cap)` before its
+softmax, elementwise, so a verify row keeps stepping's bits).
+
 Batch invariance is achieved as in qwen3.py: a verify runs the step's code on R rows, products
 go through kernels.py (each row by one fixed formula), attention runs row by row on exactly the
 positions a step at that row's position would see (gathered in position order), and the rest is
@@ -134,6 +139,9 @@ class Gemma4Model(DecoderBase):
         self._cap = None if c.final_logit_softcapping is None else t(c.final_logit_softcapping)
         # the query's scale before its dot products (1 here: the q/k norms set the size)
         self._q_scale = None if c.attention_scale == 1 else t(c.attention_scale)
+        # attention soft-capping, applied to the float64 scores of each row (elementwise)
+        cap = self.attention_softcap()
+        self._attn_cap = None if cap is None else np.float64(cap)
         self._ropes: dict[tuple[str, int], _RopeTable] = {}
         for layer, kind in enumerate(c.layer_types):
             key = (kind, c.head_dims[layer])
@@ -146,6 +154,12 @@ class Gemma4Model(DecoderBase):
     # -- what a variant changes (onebit/models/gemma3.py) ---------------------------------------
 
     value_norm = True  # the values get a weightless RMSNorm
+    qk_norm = True  # q_norm / k_norm before RoPE (Gemma 2 has none)
+
+    def attention_softcap(self) -> float | None:
+        """Attention logit soft-capping: the scores become `cap * tanh(scores / cap)` before
+        the softmax (Gemma 2); None: no capping."""
+        return None
 
     def norm_factor(self, name: str) -> np.ndarray:
         """The factor a norm weight multiplies by: the weight itself."""
@@ -274,7 +288,9 @@ class Gemma4Model(DecoderBase):
         R, Hq, D = h.shape[0], c.num_attention_heads, c.head_dims[layer]
         rope = self._ropes[c.layer_types[layer], D]
         q = self._linear(a + "q_proj.weight", h).reshape(R, Hq, D)
-        q = rope.apply(self._rmsnorm(q, self._norms[a + "q_norm.weight"]), pos)
+        if self.qk_norm:
+            q = self._rmsnorm(q, self._norms[a + "q_norm.weight"])
+        q = rope.apply(q, pos)
         if self._q_scale is not None:
             q = q * self._q_scale
         source = c.kv_sources[layer]
@@ -287,6 +303,8 @@ class Gemma4Model(DecoderBase):
             end = pos + i + 1
             keys, values = self._window(source, self._first_visible(layer, end), end)
             scores = np.matmul(q[i], keys.transpose(0, 2, 1)).astype(np.float64)
+            if self._attn_cap is not None:  # elementwise on this row's scores only
+                scores = np.tanh(scores / self._attn_cap) * self._attn_cap
             scores -= scores.max(axis=-1, keepdims=True)
             np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
@@ -302,7 +320,8 @@ class Gemma4Model(DecoderBase):
         raw_k = self._linear(a + "k_proj.weight", h).reshape(R, Hkv, D)
         raw_v = (raw_k if c.values_are_keys(layer)
                  else self._linear(a + "v_proj.weight", h).reshape(R, Hkv, D))
-        k = rope.apply(self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]), pos)
+        k = rope.apply(self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]) if self.qk_norm
+                       else raw_k, pos)
         v = (raw_v / np.sqrt((raw_v * raw_v).mean(axis=-1, keepdims=True) + c.rms_norm_eps)
              if self.value_norm else raw_v)
         slots = np.arange(pos, pos + R) % self.cache_capacity(layer)

@@ -38,7 +38,10 @@ class Family:
     - `build(config, weights, **options)`: the `BaseModel` (options: `max_batch_rows`,
       `max_prefill_rows`, `kernel`, `backend`, and the family's own keywords);
     - `tiny_config(**overrides)` / `random_weights(config, seed)`: a tiny random model for
-      tests (`fabricate_model`).
+      tests (`fabricate_model`);
+    - `unfuse(config, tensors, source)` (optional): the tensors as the forward reads them, from
+      a checkpoint that stores some fused (Phi-3's qkv_proj and gate_up_proj, cut by rows),
+      applied before the weights are checked against `shapes`.
     """
 
     name: str
@@ -49,6 +52,7 @@ class Family:
     tiny_config: Callable[..., Any]
     random_weights: Callable[[Any, int], dict[str, np.ndarray]]
     doc: str = ""
+    unfuse: Callable[[Any, dict[str, Stored], str], dict[str, Stored]] | None = None
 
 
 #: Every family: its name -> "module:attribute" of its `Family`. The one list to extend.
@@ -58,6 +62,8 @@ FAMILY_MODULES = {
     "gemma4": "onebit.models.gemma4:GEMMA4",
     "gemma3": "onebit.models.gemma3:GEMMA3",
     "llama": "onebit.models.llama:LLAMA",
+    "gemma2": "onebit.models.gemma2:GEMMA2",
+    "phi3": "onebit.models.phi3:PHI3",
 }
 FAMILY_NAMES = tuple(FAMILY_MODULES)
 
@@ -78,7 +84,8 @@ _TABLE: dict[str, Family] | None = None
 
 
 def families() -> dict[str, Family]:
-    """Every registered family by name ("qwen3", "qwen3_5", "gemma4", "gemma3", "llama")."""
+    """Every registered family by name ("qwen3", "qwen3_5", "gemma4", "gemma3", "llama",
+    "gemma2", "phi3")."""
     global _TABLE
     if _TABLE is None:
         _TABLE = _families()
@@ -171,7 +178,10 @@ def build(raw_config: dict[str, Any], tensors: Mapping[str, Stored], *, config_s
     dtype = compute_dtype(dtype)
     family = family_for(raw_config, config_source)
     config = family.read_config(raw_config, config_source)
-    weights = WeightStore(dict(tensors), config, dtype=dtype, convention=q4nx_convention,
+    tensors = dict(tensors)
+    if family.unfuse is not None:
+        tensors = family.unfuse(config, tensors, weights_source)
+    weights = WeightStore(tensors, config, dtype=dtype, convention=q4nx_convention,
                           unpack_per_token=unpack_per_token, source=weights_source,
                           shapes=family.shapes(config))
     model = family.build(config, weights, max_batch_rows=rows, max_prefill_rows=max_prefill_rows,
