@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from onebit.gguf.mapping import GEMMA3_LAYER_TENSORS, LAYER_SETS, LAYER_TENSORS, hf_values
+from onebit.gguf.mapping import LAYER_NAMES, LAYER_SETS, LAYER_TENSORS, hf_values
 from onebit.gguf.types import BY_NAME, SUPPORTED
 
 # byte offsets of the float16 scale / min fields in each block type
@@ -72,8 +72,11 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
     """Write a tiny `arch` model to `path`; return its weights as float32 by HF name.
 
     `matrix_type` is every linear's ggml type, `embed_type` the embedding's (default the
-    same); norms and biases are F32, as llama.cpp writes them (Gemma 3's as 1 + w, returned
-    as HF's w in float64; its sliding window is 4 unless `fields` says otherwise). `fields`
+    same); norms and biases are F32, as llama.cpp writes them (Gemma 2's and 3's as 1 + w,
+    returned as HF's w in float64; their sliding window is 4 unless `fields` says otherwise;
+    Phi-3's q/k/v and gate/up fused, returned under HF's fused names `qkv_proj` and
+    `gate_up_proj`; `tied=False` on gemma2 writes an `output.weight` the reader refuses, as
+    llama.cpp never reads one). `fields`
     adds or overrides metadata (a value of None removes the key); `extra_tensors` adds F32
     tensors.
     """
@@ -88,8 +91,11 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
               "ffn_down.weight": (hidden, ffn), "attn_q.bias": (heads * D,),
               "attn_k.bias": (kv_heads * D,), "attn_v.bias": (kv_heads * D,),
               "attn_q_norm.weight": (D,), "attn_k_norm.weight": (D,),
-              "post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,)}
-    names = GEMMA3_LAYER_TENSORS if arch == "gemma3" else LAYER_TENSORS
+              "post_attention_norm.weight": (hidden,), "post_ffw_norm.weight": (hidden,),
+              "attn_qkv.weight": ((heads + 2 * kv_heads) * D, hidden)}
+    if arch == "phi3":  # gate and up in one tensor, gate first
+        shapes["ffn_up.weight"] = (2 * ffn, hidden)
+    names = LAYER_NAMES.get(arch, LAYER_TENSORS)
     plan: list[tuple[str, str, tuple[int, ...], str]] = [
         ("token_embd.weight", "model.embed_tokens.weight", (vocab, hidden),
          embed_type or matrix_type),
@@ -107,7 +113,7 @@ def fabricate_gguf(path: str | Path, arch: str = "llama", *, matrix_type: str = 
         f"{arch}.attention.layer_norm_rms_epsilon": 1e-5, f"{arch}.rope.freq_base": 10000.0,
         "general.name": f"fabricated {arch}",
     }
-    if arch == "gemma3":  # llama.cpp's converter always writes these two
+    if arch in ("gemma2", "gemma3"):  # llama.cpp's converter always writes these two
         metadata[f"{arch}.attention.sliding_window"] = 4
         head_dim = D
     if head_dim is not None:

@@ -20,6 +20,21 @@ to the other, for the architectures onebit runs:
   when `attention.sliding_window` is set, every layer global when it is not; the sliding layers'
   RoPE base `rope.freq_base_swa` or 10000, unscaled; the query scale head_dim^-0.5 (the 62-layer
   27B: (hidden / heads)^-0.5), as `query_pre_attn_scalar`.
+- `gemma2`: model_type "gemma2" (`onebit/models/gemma2.py`): Gemma 3's layer without q/k norms,
+  with attention logit soft-capping. As llama.cpp's gemma2 reads it (src/models/gemma2.cpp):
+  even layers sliding (`load_swa_pattern(ml, 2)`: il % 2 < 1), odd layers global, one RoPE
+  base `rope.freq_base` for both, the window `attention.sliding_window` (4096 when absent),
+  `attn_logit_softcapping` (50 when absent) and `final_logit_softcapping` (30 when absent),
+  the query scale head_dim^-0.5 (the 46-layer 27B: (hidden / heads)^-0.5); norm weights stored
+  as `1 + w` like Gemma 3's; the lm_head is always the embedding (an `output.weight` is a
+  tensor llama.cpp does not load, refused).
+- `phi3`: model_type "phi3" (`onebit/models/phi3.py`): Llama's layer with `attn_qkv` (q, k, v
+  stacked by rows) and `ffn_up` holding gate and up (gate first, llama.cpp's swiglu), handed on
+  under HF's fused names (`qkv_proj`, `gate_up_proj`) and cut by rows when the model is built.
+  LongRoPE (the `rope_factors_long` / `rope_factors_short` tensors, `rope.scaling.attn_factor`)
+  is refused by name; `attention.sliding_window` (0: none) becomes `sliding_window`, whose
+  positions past the window the Llama family refuses (llama.cpp ignores Phi-3's window,
+  transformers applies it: they agree only before it).
 
 Everything else is refused by name: another architecture, an `<arch>.*` field this module does
 not read (a mixture-of-experts count, sliding windows, ...), a tensor the forward would not
@@ -38,9 +53,10 @@ import numpy as np
 from onebit.gguf.errors import GGUFConfigError, UnsupportedGGUFError
 
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",  # GGUF -> HF model_type
-                 "gemma3": "gemma3_text"}
+                 "gemma3": "gemma3_text", "gemma2": "gemma2", "phi3": "phi3"}
 HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-              "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
+              "qwen3": "Qwen3ForCausalLM", "gemma3": "Gemma3ForCausalLM",
+              "gemma2": "Gemma2ForCausalLM", "phi3": "Phi3ForCausalLM"}
 # prefixes of fields that describe the file or feed the tokenizer, never the forward
 PASSED_PREFIXES = ("general.", "quantize.", "tokenizer.")
 # <arch>.<suffix> fields this module reads
@@ -54,9 +70,18 @@ ARCH_FIELDS = (
 # <arch>.<suffix> fields read for one architecture only
 ARCH_EXTRA_FIELDS = {
     "gemma3": ("attention.sliding_window", "rope.freq_base_swa", "final_logit_softcapping"),
+    "gemma2": ("attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping"),
+    "phi3": ("attention.sliding_window",),
 }
 GEMMA3_PATTERN = 6          # llama.cpp's load_swa_pattern(ml, 6) for gemma3
 GEMMA3_LOCAL_THETA = 10000.0  # llama.cpp's rope_freq_base_train_swa default
+GEMMA2_PATTERN = 2          # llama.cpp's load_swa_pattern(ml, 2) for gemma2: even layers sliding
+GEMMA2_WINDOW = 4096        # llama.cpp's n_swa default for gemma2
+GEMMA2_ATTN_CAP = 50.0      # llama.cpp's f_attn_logit_softcapping default
+GEMMA2_FINAL_CAP = 30.0     # llama.cpp's f_final_logit_softcapping default
+# Phi-3's LongRoPE, refused by name: its per-frequency factor tensors and its field
+LONGROPE_TENSORS = ("rope_factors_long.weight", "rope_factors_short.weight")
+LONGROPE_FIELDS = ("rope.scaling.attn_factor",)
 
 GLOBAL_TENSORS = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -98,6 +123,22 @@ GEMMA3_LAYER_TENSORS = {
     "attn_k_norm.weight": "self_attn.k_norm.weight",
 }
 LAYER_SETS["gemma3"] = tuple(GEMMA3_LAYER_TENSORS)
+# Gemma 2's: Gemma 3's less the q/k norms
+GEMMA2_LAYER_TENSORS = {t: n for t, n in GEMMA3_LAYER_TENSORS.items()
+                        if t not in ("attn_q_norm.weight", "attn_k_norm.weight")}
+LAYER_SETS["gemma2"] = tuple(GEMMA2_LAYER_TENSORS)
+# Phi-3's: fused q/k/v and gate/up, under HF's fused names (cut by onebit/models/phi3.py)
+PHI3_LAYER_TENSORS = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_qkv.weight": "self_attn.qkv_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_up.weight": "mlp.gate_up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+LAYER_SETS["phi3"] = tuple(PHI3_LAYER_TENSORS)
+LAYER_NAMES = {"gemma3": GEMMA3_LAYER_TENSORS, "gemma2": GEMMA2_LAYER_TENSORS,
+               "phi3": PHI3_LAYER_TENSORS}
 ROPE_FREQS = "rope_freqs.weight"  # llama3 frequency divisors, consumed into the config
 _LAYER = re.compile(r"blk\.(\d+)\.(.+)")
 
@@ -130,6 +171,8 @@ def hf_config(metadata: dict[str, Any], shapes: dict[str, tuple[int, ...]],
     """The HF config.json dict of the model a GGUF file describes. `shapes` are the file's
     tensor shapes by GGUF name (numpy order), `rope_freqs` the llama3 tensor when present."""
     arch = architecture(metadata, source)
+    if arch == "phi3":
+        _refuse_longrope(metadata, shapes, source)
     check_fields(metadata, arch, source)
 
     def field(suffix: str, default: Any = None, kind: type = int) -> Any:
@@ -188,6 +231,10 @@ def hf_config(metadata: dict[str, Any], shapes: dict[str, tuple[int, ...]],
     scaling = _rope_scaling(metadata, arch, config, rope_freqs, source)
     if arch == "gemma3":
         return _gemma3(config, scaling, field, metadata, source)
+    if arch == "gemma2":
+        return _gemma2(config, scaling, field, metadata, shapes, source)
+    if arch == "phi3":
+        return _phi3(config, scaling, field, metadata, source)
     if scaling is not None:
         config["rope_scaling"] = scaling
     return config
@@ -223,10 +270,69 @@ def _gemma3(config: dict[str, Any], scaling: dict[str, Any] | None, field, metad
     return config
 
 
+def _gemma2(config: dict[str, Any], scaling: dict[str, Any] | None, field, metadata,
+            shapes: dict[str, tuple[int, ...]], source: str) -> dict[str, Any]:
+    """The gemma2 config: the common fields, then what llama.cpp's gemma2 reads or fixes (see
+    the module docstring)."""
+    arch, layers = "gemma2", config["num_hidden_layers"]
+    if scaling is not None:
+        raise UnsupportedGGUFError(f"{source}: '{arch}.rope.scaling.type' is "
+                                   f"{_shown(scaling.get('rope_type'))}; onebit's Gemma 2 "
+                                   "reads no RoPE scaling")
+    if "output.weight" in shapes:
+        raise UnsupportedGGUFError(f"{source}: tensor 'output.weight' is not one a gemma2 model "
+                                   "uses (llama.cpp's gemma2 always reads the embedding as "
+                                   "its lm_head)")
+    del config["hidden_act"]
+
+    def optional(suffix: str, default: Any, kind: type) -> Any:
+        return field(suffix, kind=kind) if f"{arch}.{suffix}" in metadata else default
+
+    config.update(
+        hidden_activation="gelu_pytorch_tanh",
+        sliding_window=optional("attention.sliding_window", GEMMA2_WINDOW, int),
+        layer_types=["sliding_attention" if i % GEMMA2_PATTERN < GEMMA2_PATTERN - 1 else
+                     "full_attention" for i in range(layers)],
+        query_pre_attn_scalar=(config["hidden_size"] // config["num_attention_heads"]
+                               if layers == 46 else config["head_dim"]),
+        attn_logit_softcapping=float(optional("attn_logit_softcapping", GEMMA2_ATTN_CAP,
+                                              float)),
+        final_logit_softcapping=float(optional("final_logit_softcapping", GEMMA2_FINAL_CAP,
+                                               float)),
+    )
+    return config
+
+
+def _refuse_longrope(metadata: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+                     source: str) -> None:
+    """Phi-3's LongRoPE (128k models): per-frequency factor tensors and an attention factor
+    that onebit does not implement, named rather than read as plain RoPE."""
+    for name in LONGROPE_TENSORS:
+        if name in shapes:
+            raise UnsupportedGGUFError(f"{source}: tensor '{name}' is Phi-3's LongRoPE, which "
+                                       "onebit does not implement (a 4k model has none)")
+    for suffix in LONGROPE_FIELDS:
+        if f"phi3.{suffix}" in metadata:
+            raise UnsupportedGGUFError(f"{source}: metadata field 'phi3.{suffix}' is Phi-3's "
+                                       "LongRoPE, which onebit does not implement")
+
+
+def _phi3(config: dict[str, Any], scaling: dict[str, Any] | None, field, metadata,
+          source: str) -> dict[str, Any]:
+    """The phi3 config: the common fields and the window (0: none)."""
+    if scaling is not None:
+        raise UnsupportedGGUFError(f"{source}: 'phi3.rope.scaling.type' is "
+                                   f"{_shown(scaling.get('rope_type'))}; onebit's Phi-3 reads "
+                                   "no RoPE scaling")
+    if metadata.get("phi3.attention.sliding_window", 0) != 0:
+        config["sliding_window"] = field("attention.sliding_window")
+    return config
+
+
 def hf_values(name: str, arch: str, values: np.ndarray) -> np.ndarray:
-    """A tensor's values as HF holds them: Gemma 3's norm weights shifted back by 1, in
+    """A tensor's values as HF holds them: Gemma 2's and 3's norm weights shifted back by 1, in
     float64 (exact: `1 + w` in float64 gives the stored float32 value again)."""
-    if arch == "gemma3" and name.endswith("norm.weight"):
+    if arch in ("gemma2", "gemma3") and name.endswith("norm.weight"):
         return np.asarray(values, dtype=np.float64) - 1.0
     return values
 
@@ -293,7 +399,7 @@ def hf_name(name: str, arch: str, layers: int, source: str) -> str:
     match = _LAYER.fullmatch(name)
     if match and match.group(2) in LAYER_SETS[arch]:
         layer = int(match.group(1))
-        names = GEMMA3_LAYER_TENSORS if arch == "gemma3" else LAYER_TENSORS
+        names = LAYER_NAMES.get(arch, LAYER_TENSORS)
         if layer < layers and match.group(1) == str(layer):
             return f"model.layers.{layer}.{names[match.group(2)]}"
         raise GGUFConfigError(f"{source}: tensor '{name}' is for block {match.group(1)}; the "
@@ -336,7 +442,10 @@ def expected_shapes(config: dict[str, Any], arch: str) -> dict[str, tuple[int, .
         "attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,),
         "attn_q_norm.weight": (D,), "attn_k_norm.weight": (D,),
         "post_attention_norm.weight": (H,), "post_ffw_norm.weight": (H,),
+        "attn_qkv.weight": (q + 2 * kv, H),
     }
+    if arch == "phi3":  # gate and up in one tensor
+        per_layer["ffn_up.weight"] = (2 * F, H)
     shapes = {"token_embd.weight": (V, H), "output_norm.weight": (H,), "output.weight": (V, H)}
     for i in range(config["num_hidden_layers"]):
         shapes.update({f"blk.{i}.{t}": per_layer[t] for t in LAYER_SETS[arch]})
