@@ -5,6 +5,10 @@ something to run on.
     onebit fabricate qwen3_5 DIR [--float] [--mtp [N]]
     onebit fabricate gemma4 DIR [--float]          # sliding + global layers, PLE, shared KV
     onebit fabricate gemma3 DIR [--float]          # sliding + global layers, two RoPE bases
+    onebit fabricate gemma2 DIR [--float]          # alternating layers, attention soft-capping
+    onebit fabricate phi3 DIR [--float]            # Llama's layer, fused qkv and gate_up
+    onebit fabricate gemma2 DIR --gguf             # a tiny GGUF file (DIR/model.gguf), as
+    onebit fabricate phi3 DIR --gguf               #   llama.cpp's converter writes one (Q8_0)
     onebit fabricate dflash DIR --target MODEL_DIR [--block-size 8]
     onebit fabricate mtp DIR --target MODEL_DIR
 
@@ -15,6 +19,9 @@ HuggingFace-layout float checkpoint instead. `--mtp` writes a Qwen3.5 checkpoint
 publishes it, with N (default 1) MTP layers of its own (`onebit acceptance --head mtp` drafts
 with them when no --draft is given). A draft is sized from its target (hidden size, layers,
 vocabulary) and written as z-lab and Qwen publish theirs: config.json + BF16 safetensors.
+`--gguf` writes a GGUF file instead, `DIR/model.gguf`, for the families llama.cpp names alike
+(`onebit.gguf.fabricate`: Q8_0 matrices, F32 norms, the tensor names, fusions and metadata
+llama.cpp's converter writes; sizes default to its tiny test model's).
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ from onebit.models.registry import FAMILY_NAMES
 
 TARGETS = FAMILY_NAMES  # every registered model family
 DRAFTS = ("dflash", "mtp")
+GGUF_TARGETS = ("llama", "qwen3", "gemma3", "gemma2", "phi3")  # family = GGUF architecture
+GGUF_SIZES = {"hidden": "hidden", "layers": "layers", "heads": "heads", "kv_heads": "kv_heads",
+              "head_dim": "head_dim", "intermediate": "ffn", "vocab": "vocab"}
 SIZE_OPTIONS = {  # option -> ModelConfig field
     "hidden": "hidden_size",
     "layers": "num_hidden_layers",
@@ -54,6 +64,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     parser.add_argument("--float", dest="quantized", action="store_false",
                         help="a HuggingFace float checkpoint instead of a Q4NX container")
     parser.add_argument("--convention", choices=("unsigned", "signed"), default="unsigned")
+    parser.add_argument("--gguf", action="store_true",
+                        help=f"write DIR/model.gguf as llama.cpp's converter would "
+                             f"({', '.join(GGUF_TARGETS)})")
     parser.add_argument("--target", type=Path, default=None, metavar="MODEL_DIR",
                         help="the model a draft is made for (dflash, mtp)")
     parser.add_argument("--block-size", type=int, default=None,
@@ -72,7 +85,10 @@ def main(args: argparse.Namespace) -> int:
                     "B >= 2 tokens (B - 1 drafts per pass)" if args.kind == "dflash"
                     else f"--block-size is for a dflash draft, not {args.kind}")
     try:
-        message = draft(args) if args.kind in DRAFTS else target(args)
+        if getattr(args, "gguf", False):
+            message = gguf_target(args)
+        else:
+            message = draft(args) if args.kind in DRAFTS else target(args)
     except (ValueError, OSError) as error:  # the model and draft errors are ValueErrors
         return fail("fabricate", error)
     emit(message)
@@ -104,6 +120,29 @@ def target(args: argparse.Namespace) -> str:
             f"{model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
             f"vocab {model.vocab_size}, {parameters / 1e6:.1f} M parameters"
             + (f", {mtp} MTP layer(s)" if mtp else ""))
+
+
+def gguf_target(args: argparse.Namespace) -> str:
+    """Write a tiny `kind` GGUF file to DIR/model.gguf and load it back (the reader's checks)."""
+    from onebit.gguf.fabricate import fabricate_gguf
+    from onebit.models import load_model
+
+    if args.kind not in GGUF_TARGETS:
+        raise ValueError(f"--gguf writes one of {', '.join(GGUF_TARGETS)}, not {args.kind}")
+    if not args.quantized or getattr(args, "mtp", None) is not None:
+        raise ValueError("--gguf writes Q8_0 matrices; --float and --mtp do not apply")
+    sizes = {name: getattr(args, option) for option, name in GGUF_SIZES.items()
+             if getattr(args, option) is not None}
+    if args.dir.exists() and (not args.dir.is_dir() or any(args.dir.iterdir())):
+        raise ValueError(f"{args.dir}: exists and is not an empty directory; fabricate writes a "
+                         "new model into a new or empty directory")
+    args.dir.mkdir(parents=True, exist_ok=True)
+    path = args.dir / "model.gguf"
+    fabricate_gguf(path, args.kind, seed=args.seed, **sizes)
+    model = load_model(path, kernel="numpy")
+    return (f"wrote {args.kind} to {path} ({path.stat().st_size / 2**10:.1f} KiB): "
+            f"{model.config.num_hidden_layers} layers, hidden {model.config.hidden_size}, "
+            f"vocab {model.vocab_size}")
 
 
 def draft(args: argparse.Namespace) -> str:

@@ -44,3 +44,18 @@ def test_bad_requests_say_what_is_wrong(tmp_path, capsys):
     assert "needs --target MODEL_DIR" in capsys.readouterr().err
     assert run("fabricate", "qwen3", tmp_path / "q", "--heads", 3) == 2
     assert "num_key_value_heads" in capsys.readouterr().err
+
+
+def test_gguf_targets_load_back(tmp_path, capsys):
+    """`--gguf` writes a tiny GGUF file of a family llama.cpp names alike (gemma2, phi3 here)
+    that loads back through the reader's checks; a family with no GGUF form, or --float with
+    it, exits 2 naming the problem."""
+    for kind in ("gemma2", "phi3"):
+        assert run("fabricate", kind, tmp_path / kind, "--gguf", "--layers", 2) == 0
+        assert f"wrote {kind} to {tmp_path / kind / 'model.gguf'}" in capsys.readouterr().out
+        model = onebit.load_model(tmp_path / kind / "model.gguf", kernel="numpy")
+        assert model.config.num_hidden_layers == 2
+    assert run("fabricate", "gemma4", tmp_path / "g4", "--gguf") == 2
+    assert "--gguf writes one of" in capsys.readouterr().err
+    assert run("fabricate", "phi3", tmp_path / "p", "--gguf", "--float") == 2
+    assert "--float and --mtp do not apply" in capsys.readouterr().err
