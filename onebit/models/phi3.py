@@ -110,6 +110,8 @@ class Phi3Config(LlamaConfig):
             d.pop(name, None)
         d["model_type"] = "phi3"
         d["original_max_position_embeddings"] = d.get("max_position_embeddings", 4096)
+        # transformers' Phi3Config defaults both to 32000, past a small vocabulary's end
+        d.update(pad_token_id=None, eos_token_id=None)
         return d
 
 

@@ -5,7 +5,8 @@ has no such keys, so it would run its defaults), so it is given the same model a
 config.json + safetensors checkpoint instead: the config onebit maps the GGUF file to and the
 weights gguf's own dequantiser decodes from it (HF names and layout: Gemma's norms as w,
 Phi-3's qkv_proj and gate_up_proj fused). onebit runs the GGUF file itself; reading the
-checkpoint directory gives onebit the same logits too (the config.json path). transformers
+checkpoint directory gives onebit the same logits too; the tiny models `onebit fabricate`
+writes in transformers' layout are held to it as well (the config.json path). transformers
 computes its RMSNorms in float32 even in a float64 model, hence a bound of 1e-6 of the logit
 range, not float64 precision."""
 
@@ -75,3 +76,26 @@ def test_logits_equal_transformers(tmp_path, arch):
     if arch == "gemma2":
         uncapped = _theirs(folder, attn_logit_softcapping=None)
         assert float(np.abs(ours - uncapped).max()) / span > 100 * 1e-6
+
+
+@pytest.mark.parametrize("kind", ["gemma2", "phi3"])
+def test_config_json_path_equals_transformers(tmp_path, kind):
+    """The tiny model `onebit fabricate KIND DIR --float` writes (config.json and safetensors in
+    transformers' own layout: Gemma 2's window of 8 and attention cap of 2, Phi-3's fused
+    qkv_proj and gate_up_proj) gives onebit's float64 logits within 1e-6 of the range of
+    transformers' at all 20 positions: the config reader and the cut at build time read what
+    transformers does."""
+    from onebit.models import fabricate_model
+
+    path = fabricate_model(tmp_path / kind, kind, quantized=False)
+    tokens = [(29 * i + 3) % 256 for i in range(20)]
+    model = load_model(path, dtype="float64", kernel="numpy")
+    ours = np.stack([model.step(t, p) for p, t in enumerate(tokens)])
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float64, attn_implementation="eager").eval()
+    with torch.no_grad():
+        want = theirs(torch.tensor([tokens])).logits[0].numpy()
+    span = float(want.max() - want.min())
+    worst = float(np.abs(ours - want).max()) / span
+    print(f"{kind} config.json: max |onebit - transformers| / logit range: {worst:.3g}")
+    assert worst <= 1e-6
