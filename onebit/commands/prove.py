@@ -38,8 +38,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_format(parser)
     parser.add_argument("--quick", action="store_true",
                         help="the contract only: skip the mutant catalogues")
-    parser.add_argument("--jobs", type=positive("--jobs"), default=2,
-                        help="mutants run at once (default 2)")
+    from onebit.commands.mutants import default_jobs
+
+    parser.add_argument("--jobs", type=positive("--jobs"), default=default_jobs(),
+                        help=f"mutants run at once (default: the cores and one more, "
+                        f"{default_jobs()} here)")
     parser.add_argument("--expect-fail", action="append", default=[], metavar="CHECK=REASON",
                         help="a check known to fail, with the reason (repeatable): reported "
                         "as xfail; if it passes, the proof fails")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -271,7 +272,8 @@ def test_the_cli_parses_its_options_and_rejects_an_unknown_mutant(capsys):
     assert mutants_command.add_parser(sub).prog.endswith("mutants")
     args = parser.parse_args(["mutants"])
     assert (args.format, args.jobs, args.catalogue, args.root, args.only) == (
-        "text", 2, None, None, None)
+        "text", mutants_command.default_jobs(), None, None, None)
+    assert mutants_command.default_jobs() == (os.cpu_count() or 1) + 1
     assert mutants_command.project_root() == ROOT
     args = parser.parse_args(["mutants", "--only", "no-such-mutant", "--format", "json"])
     assert mutants_command.main(args) == 2
