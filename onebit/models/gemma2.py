@@ -31,7 +31,7 @@ from typing import Any
 from onebit.backends import Backend
 from onebit.models.errors import ModelConfigError, UnsupportedModelError
 from onebit.models.gemma3 import Gemma3Model, random_gemma3_weights
-from onebit.models.gemma3_config import Gemma3Config
+from onebit.models.gemma3_config import Gemma3Config, attention_shape, required_int
 from onebit.models.gemma4_config import (
     _INERT,
     ACTIVATION,
@@ -99,19 +99,7 @@ class Gemma2Config(Gemma3Config):
                 raise UnsupportedModelError(f"{source}: field '{name}' is {d[name]!r}; only "
                                             f"{ACTIVATION!r} is implemented")
 
-        def need(name: str) -> int:
-            if d.get(name) is None:
-                raise ModelConfigError(f"{source}: missing field '{name}'")
-            return _positive_int(d[name], name, source)
-
-        layers, hidden, heads = (need("num_hidden_layers"), need("hidden_size"),
-                                 need("num_attention_heads"))
-        head_dim = _positive_int(d.get("head_dim", 256), "head_dim", source)
-        kv = _positive_int(d.get("num_key_value_heads", heads), "num_key_value_heads", source)
-        scalar = d.get("query_pre_attn_scalar", 256)
-        if isinstance(scalar, bool) or not isinstance(scalar, int | float) or not scalar > 0:
-            raise ModelConfigError(f"{source}: field 'query_pre_attn_scalar' must be a positive "
-                                   f"number, got {scalar!r}")
+        layers, hidden, heads, head_dim, kv, scalar = attention_shape(d, source)
         types = d.get("layer_types")
         if types is None:  # transformers' default: even layers sliding, odd layers global
             types = [SLIDING if (i + 1) % 2 else GLOBAL for i in range(layers)]
@@ -125,9 +113,9 @@ class Gemma2Config(Gemma3Config):
         rope = {"rope_type": "default", "rope_theta": _theta(d, source)}
         config = cls(
             hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-            vocab_size=need("vocab_size"), layer_types=tuple(types),
+            vocab_size=required_int(d, "vocab_size", source), layer_types=tuple(types),
             head_dims=(head_dim,) * layers, kv_heads=(kv,) * layers,
-            intermediate_sizes=(need("intermediate_size"),) * layers,
+            intermediate_sizes=(required_int(d, "intermediate_size", source),) * layers,
             kv_sources=tuple(range(layers)),
             sliding_window=_positive_int(d.get("sliding_window", 4096), "sliding_window", source),
             rope={SLIDING: dict(rope), GLOBAL: dict(rope)},

@@ -80,24 +80,13 @@ class Gemma3Config(Gemma4Config):
                     "it changes the math, so it refuses the model")
         _refuse_unimplemented(d, source)
 
-        def need(name: str) -> int:
-            if d.get(name) is None:
-                raise ModelConfigError(f"{source}: missing field '{name}'")
-            return _positive_int(d[name], name, source)
-
-        layers, hidden, heads = (need("num_hidden_layers"), need("hidden_size"),
-                                 need("num_attention_heads"))
-        head_dim = _positive_int(d.get("head_dim", 256), "head_dim", source)
-        kv = _positive_int(d.get("num_key_value_heads", heads), "num_key_value_heads", source)
-        scalar = d.get("query_pre_attn_scalar", 256)
-        if isinstance(scalar, bool) or not isinstance(scalar, int | float) or not scalar > 0:
-            raise ModelConfigError(f"{source}: field 'query_pre_attn_scalar' must be a positive "
-                                   f"number, got {scalar!r}")
+        layers, hidden, heads, head_dim, kv, scalar = attention_shape(d, source)
         types = _layer_types(d, layers, source)
         config = cls(
             hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-            vocab_size=need("vocab_size"), layer_types=types, head_dims=(head_dim,) * layers,
-            kv_heads=(kv,) * layers, intermediate_sizes=(need("intermediate_size"),) * layers,
+            vocab_size=required_int(d, "vocab_size", source), layer_types=types,
+            head_dims=(head_dim,) * layers, kv_heads=(kv,) * layers,
+            intermediate_sizes=(required_int(d, "intermediate_size", source),) * layers,
             kv_sources=tuple(range(layers)),
             sliding_window=_positive_int(d.get("sliding_window", 4096), "sliding_window", source),
             rope=_rope(d, source), rms_norm_eps=d.get("rms_norm_eps", 1e-6),
@@ -231,3 +220,27 @@ def _rope(d: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
                                        f"number, got {value!r}")
         rope[kind] = out
     return rope
+
+
+def required_int(d: dict[str, Any], name: str, source: str) -> int:
+    """The config's positive integer `name`; `ModelConfigError` if it is missing or bad."""
+    if d.get(name) is None:
+        raise ModelConfigError(f"{source}: missing field '{name}'")
+    return _positive_int(d[name], name, source)
+
+
+def attention_shape(d: dict[str, Any], source: str) -> tuple[int, int, int, int, int, float]:
+    """(layers, hidden, heads, head_dim, kv heads, query_pre_attn_scalar) of a Gemma 2 or 3
+    config.json, with transformers' defaults (head_dim and the scalar 256, kv heads = heads);
+    `ModelConfigError` naming a missing or bad field."""
+
+    layers, hidden, heads = (required_int(d, "num_hidden_layers", source),
+                             required_int(d, "hidden_size", source),
+                             required_int(d, "num_attention_heads", source))
+    head_dim = _positive_int(d.get("head_dim", 256), "head_dim", source)
+    kv = _positive_int(d.get("num_key_value_heads", heads), "num_key_value_heads", source)
+    scalar = d.get("query_pre_attn_scalar", 256)
+    if isinstance(scalar, bool) or not isinstance(scalar, int | float) or not scalar > 0:
+        raise ModelConfigError(f"{source}: field 'query_pre_attn_scalar' must be a positive "
+                               f"number, got {scalar!r}")
+    return layers, hidden, heads, head_dim, kv, scalar
