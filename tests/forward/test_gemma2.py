@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from family_checks import assert_verify_equals_steps, float64_gguf
 
 from onebit.gguf import UnsupportedGGUFError, read_gguf
 from onebit.gguf.fabricate import fabricate_gguf
@@ -41,17 +42,7 @@ def reference_logits(path, tokens, *, attn_cap: bool = True) -> np.ndarray:
     explicit mask (no cache, no ring), from the file's values as gguf decodes them: the norms
     multiply by the stored weight (the converter stored 1 + w); even layers slide; the scores
     are soft-capped before the softmax (`attn_cap=False`: not, to show that it matters)."""
-    import gguf
-    from gguf.quants import dequantize
-
-    reader = gguf.GGUFReader(str(path))
-
-    def meta(key, default=None):
-        field = reader.fields.get(key)
-        return default if field is None else field.contents()
-
-    W = {t.name: np.asarray(dequantize(t.data, t.tensor_type), np.float64)
-         for t in reader.tensors}
+    meta, W = float64_gguf(path)
     L, H = meta("gemma2.block_count"), meta("gemma2.embedding_length")
     Hq, Hkv = meta("gemma2.attention.head_count"), meta("gemma2.attention.head_count_kv")
     D, eps = meta("gemma2.attention.key_length"), meta("gemma2.attention.layer_norm_rms_epsilon")
@@ -118,18 +109,7 @@ def test_GT2_verify_rows_equal_steps(gemma2_file, dtype):
     sliding ring wraps), gives stepping's logits bit for bit with attention soft-capping on,
     and a partial commit leaves stepping's state: the next step is the stepped one."""
     model = load_model(gemma2_file, dtype=dtype, kernel="numpy", max_batch_rows=8)
-    stepped = [model.step(t, p) for p, t in enumerate(TOKENS)]
-    for pos in (0, 3):
-        for width in range(1, 9):
-            model.reset()
-            for p in range(pos):
-                model.step(TOKENS[p], p)
-            rows = model.verify(TOKENS[pos:pos + width], pos)
-            assert np.array_equal(rows, np.stack(stepped[pos:pos + width])), (pos, width)
-            keep = max(1, width // 2)
-            model.commit_verify(keep)
-            assert np.array_equal(model.step(TOKENS[pos + keep], pos + keep),
-                                  stepped[pos + keep]), (pos, width, keep)
+    assert_verify_equals_steps(model, TOKENS, (0, 3))
 
 
 def test_GT3_mapping_reads_what_llama_cpp_reads(tmp_path):

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from family_checks import assert_verify_equals_steps, float64_gguf
 
 from onebit.gguf import UnsupportedGGUFError, read_gguf
 from onebit.gguf.fabricate import fabricate_gguf
@@ -39,17 +40,7 @@ def reference_logits(path, tokens) -> np.ndarray:
     """llama.cpp's gemma3 graph in float64, every position recomputed from scratch with an
     explicit mask (no cache, no ring), from the file's values as gguf decodes them: the norms
     multiply by the stored weight (llama.cpp's converter stored 1 + w)."""
-    import gguf
-    from gguf.quants import dequantize
-
-    reader = gguf.GGUFReader(str(path))
-
-    def meta(key, default=None):
-        field = reader.fields.get(key)
-        return default if field is None else field.contents()
-
-    W = {t.name: np.asarray(dequantize(t.data, t.tensor_type), np.float64)
-         for t in reader.tensors}
+    meta, W = float64_gguf(path)
     L, H = meta("gemma3.block_count"), meta("gemma3.embedding_length")
     Hq, Hkv = meta("gemma3.attention.head_count"), meta("gemma3.attention.head_count_kv")
     D, eps = meta("gemma3.attention.key_length"), meta("gemma3.attention.layer_norm_rms_epsilon")
@@ -117,18 +108,7 @@ def test_G2_verify_rows_equal_steps(gemma3_file, dtype):
     sliding ring wraps), gives stepping's logits bit for bit, and a partial commit leaves
     stepping's state: the next step is the stepped one."""
     model = load_model(gemma3_file, dtype=dtype, kernel="numpy", max_batch_rows=8)
-    stepped = [model.step(t, p) for p, t in enumerate(TOKENS)]
-    for pos in (0, 2, 5):
-        for width in range(1, 9):
-            model.reset()
-            for p in range(pos):
-                model.step(TOKENS[p], p)
-            rows = model.verify(TOKENS[pos:pos + width], pos)
-            assert np.array_equal(rows, np.stack(stepped[pos:pos + width])), (pos, width)
-            keep = max(1, width // 2)
-            model.commit_verify(keep)
-            assert np.array_equal(model.step(TOKENS[pos + keep], pos + keep),
-                                  stepped[pos + keep]), (pos, width, keep)
+    assert_verify_equals_steps(model, TOKENS, (0, 2, 5))
 
 
 def test_G3_mapping_reads_what_llama_cpp_reads(tmp_path):

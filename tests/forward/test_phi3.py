@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from family_checks import float64_gguf
 
 from onebit.gguf import UnsupportedGGUFError, read_gguf
 from onebit.gguf.fabricate import fabricate_gguf
@@ -36,17 +37,7 @@ def _rms(x, w, eps):
 def reference_logits(path, tokens) -> np.ndarray:
     """llama.cpp's phi3 graph in float64, every position recomputed from scratch with an
     explicit causal mask, from the file's values as gguf decodes them."""
-    import gguf
-    from gguf.quants import dequantize
-
-    reader = gguf.GGUFReader(str(path))
-
-    def meta(key, default=None):
-        field = reader.fields.get(key)
-        return default if field is None else field.contents()
-
-    W = {t.name: np.asarray(dequantize(t.data, t.tensor_type), np.float64)
-         for t in reader.tensors}
+    meta, W = float64_gguf(path)
     L, H = meta("phi3.block_count"), meta("phi3.embedding_length")
     Hq, Hkv = meta("phi3.attention.head_count"), meta("phi3.attention.head_count_kv")
     eps, base = meta("phi3.attention.layer_norm_rms_epsilon"), meta("phi3.rope.freq_base")

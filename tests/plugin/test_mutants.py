@@ -405,21 +405,28 @@ def calc_mutant(number: str, name: str, breaks: str, old: str, new: str) -> str:
                       else " " + line + "\n" for line in CALC.splitlines()))
 
 
-@pytest.fixture(scope="module")
-def calc_project(tmp_path_factory):
-    """A project that is not onebit: a package, its tests named by check (A1, A2), and a
-    catalogue with a killed, an off-target and a surviving mutant."""
-    root = tmp_path_factory.mktemp("calc")
+def make_calc(root: Path, tests: str) -> Path:
+    """Write the calc project into `root` (its package, `tests` as its test file) and its
+    catalogue folder with mutant 01 (add subtracts, killed by A1); return the folder."""
     (root / "calc").mkdir()
     (root / "calc" / "__init__.py").write_text(CALC)
     (root / "tests").mkdir()
-    (root / "tests" / "test_calc.py").write_text(CALC_TESTS)
+    (root / "tests" / "test_calc.py").write_text(tests)
     folder = root / "mutants" / "calc"
     folder.mkdir(parents=True)
     (folder / "catalogue.toml").write_text('[catalogue]\ndescription = "calc"\n'
                                            'tests = ["tests"]\n')
     (folder / "01-add-subtracts.diff").write_text(
         calc_mutant("01", "add subtracts", "A1", "a + b", "a - b"))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def calc_project(tmp_path_factory):
+    """A project that is not onebit: a package, its tests named by check (A1, A2), and a
+    catalogue with a killed, an off-target and a surviving mutant."""
+    root = tmp_path_factory.mktemp("calc")
+    folder = make_calc(root, CALC_TESTS)
     (folder / "02-neg-named-wrong.diff").write_text(
         calc_mutant("02", "neg is identity, header names A1", "A1", "-a", "a"))
     (folder / "03-equivalent.diff").write_text(
@@ -462,16 +469,8 @@ def test_a_kill_by_a_test_that_fails_unmutated_is_no_proof(tmp_path):
     mutant (here A1 expects 6 from 2 + 3) "kills" the mutant in its run, but the baseline
     reruns that very test unmutated, it fails, and the catalogue is INVALID, not ok."""
     root = tmp_path / "calc"
-    (root / "calc").mkdir(parents=True)
-    (root / "calc" / "__init__.py").write_text(CALC)
-    (root / "tests").mkdir()
-    (root / "tests" / "test_calc.py").write_text(CALC_TESTS.replace("== 5", "== 6"))
-    folder = root / "mutants" / "calc"
-    folder.mkdir(parents=True)
-    (folder / "catalogue.toml").write_text('[catalogue]\ndescription = "calc"\n'
-                                           'tests = ["tests"]\n')
-    (folder / "01-add-subtracts.diff").write_text(
-        calc_mutant("01", "add subtracts", "A1", "a + b", "a - b"))
+    root.mkdir()
+    folder = make_calc(root, CALC_TESTS.replace("== 5", "== 6"))
     report = run_catalogue(root, folder, jobs=1, stop="first-kill")
     assert report.results[0].verdict == KILLED
     assert report.baseline.only == ("tests/test_calc.py::test_A1_add",)
