@@ -61,7 +61,12 @@ TAIL_LINES = 20
 STUB = "class SentencePieceProcessor:  # onebit's stub: the import passes, nothing else\n    pass\n"
 
 
-class Eagle3DraftError(RuntimeError):
+class DraftMakeError(RuntimeError):
+    """A draft GGUF could not be made: what is missing, or what failed and what it printed
+    (the EAGLE-3, DFlash, DSpark and MTP makers' errors are all of this kind)."""
+
+
+class Eagle3DraftError(DraftMakeError):
     """An EAGLE-3 draft GGUF could not be made: what is missing, or what failed and what it
     printed."""
 
@@ -183,6 +188,28 @@ def hf_target(target: str | Path, folder: str | Path) -> Path:
     return _publish(partial, folder)
 
 
+def with_architectures(hf: str | Path) -> Path:
+    """`hf`'s config.json given the `architectures` field transformers leaves out of a
+    config read from a GGUF (its causal-LM class for the config's `model_type`): the
+    converter's DFlash path reads the target's architecture to pick its vocabulary handler.
+    Rewritten in place (a temporary file renamed), once; a no-op when the field is there."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    path = Path(hf) / "config.json"
+    config = json.loads(path.read_text())
+    if config.get("architectures"):
+        return Path(hf)
+    name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type", ""))
+    if name is None:
+        raise Eagle3DraftError(f"{path}: transformers knows no causal-LM class for "
+                               f"model_type {config.get('model_type')!r}")
+    config["architectures"] = [name]
+    partial = path.with_name(f".config.json.{os.getpid()}.partial")
+    partial.write_text(json.dumps(config, indent=2, sort_keys=True))
+    os.replace(partial, path)
+    return Path(hf)
+
+
 def export_head(target: str | Path, head: str | Path, out: str | Path, *,
                 seed: int | None = None) -> Path:
     """`onebit export-head --model TARGET --head HEAD --inexact --out OUT` (with
@@ -214,11 +241,12 @@ def _converter_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def convert(source: str | Path, export: str | Path, hf: str | Path, out: str | Path) -> Path:
+def convert(source: str | Path, export: str | Path, hf: str | Path, out: str | Path, *,
+            arch: str = "eagle3") -> Path:
     """llama.cpp's `convert_hf_to_gguf.py EXPORT --target-model-dir HF --outfile OUT`, run
     with this Python from the source tree; the GGUF is written beside `out` and renamed into
-    place. Eagle3DraftError with the converter's stderr tail when it fails or writes no
-    eagle3 file."""
+    place. Eagle3DraftError with the converter's stderr tail when it fails or writes a file
+    of another arch than `arch` (the DFlash maker passes "dflash")."""
     source, out = require_source(source), Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
@@ -236,10 +264,10 @@ def convert(source: str | Path, export: str | Path, hf: str | Path, out: str | P
         partial.unlink(missing_ok=True)
         raise Eagle3DraftError(f"llama.cpp's {CONVERTER} exited {done.returncode} on "
                                f"{export}:\n{_tail(done.stderr + done.stdout)}")
-    arch = _architecture(partial)
-    if arch != "eagle3":
+    written = _architecture(partial)
+    if written != arch:
         partial.unlink(missing_ok=True)
-        raise Eagle3DraftError(f"llama.cpp's {CONVERTER} wrote arch {arch!r}, not eagle3, "
+        raise Eagle3DraftError(f"llama.cpp's {CONVERTER} wrote arch {written!r}, not {arch}, "
                                f"from {export}:\n{_tail(done.stderr)}")
     return _publish(partial, out)
 
@@ -298,5 +326,6 @@ def eagle3_drafts(target: str | Path, source: str | Path | None, *,
     return made
 
 
-__all__ = ["DEFAULT_SEED", "Eagle3DraftError", "HEADS", "SOURCE_ENV", "eagle3_drafts",
-           "find_llama_cpp_source", "require_source"]
+__all__ = ["DEFAULT_SEED", "DraftMakeError", "Eagle3DraftError", "HEADS", "SOURCE_ENV",
+           "convert", "eagle3_drafts", "find_llama_cpp_source", "hf_target", "require_source",
+           "with_architectures"]
