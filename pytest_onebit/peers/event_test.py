@@ -178,6 +178,44 @@ class OneSampleEvents:
                                  f"{self.describe()}")
         return f"largest event shift {shift:.4f}; {self.describe()}"
 
+    def rejection_rate(self, probs: Mapping[Hashable, float], *, n: int | None = None,
+                       trials: int = 10_000, seed: int = 0) -> float:
+        """The fraction of `trials` samples of size n (default: `samples`) drawn from `probs`
+        (outcome -> probability) that `judge` would reject: the power measured by simulation
+        where `probs` is an alternative, the false-alarm rate where it is `exact`. Counts are
+        drawn as multinomials and held to the same regions `judge` uses, all trials at once
+        (a sample of an outcome `exact` never gives is rejected, as `judge` rejects it)."""
+        n = self.samples if n is None else n
+        keys = list(probs)
+        weights = np.array([probs[k] for k in keys], dtype=np.float64)
+        if (weights < 0).any() or abs(weights.sum() - 1.0) > 1e-9:
+            raise ValueError(f"rejection_rate needs a distribution, got {dict(probs)!r}")
+        counts = np.random.default_rng(seed).multinomial(n, weights, size=trials)
+        index = {o: i for i, o in enumerate(self.outcomes[:-1])}
+        named = np.zeros((len(keys), len(self.outcomes) - 1))
+        impossible = np.zeros(len(keys), dtype=bool)
+        for j, key in enumerate(keys):
+            if key in index:
+                named[j, index[key]] = 1.0
+            else:
+                impossible[j] = True
+        per_outcome = counts @ named  # trials x named outcomes (OTHER is never counted)
+        rejected = (counts[:, impossible] > 0).any(axis=1)
+        for event, (lo, hi) in zip(self.events, self._regions(n), strict=True):
+            x = per_outcome[:, list(event)].sum(axis=1)
+            rejected |= (x <= lo) | (x >= hi)
+        return float(rejected.mean())
+
+
+def hardest_samples(delta: float, outcomes: int, alpha: float = 1e-3,
+                    beta: float = 1e-2) -> int:
+    """The n `OneSampleEvents` needs over `outcomes` equally likely outcomes: with an even
+    number of them some event has probability 1/2, where a binomial count varies most, so
+    this bounds (to within the search's 2 % steps) the n of any distribution over as many
+    outcomes. Known before anything is sampled: what a served S1 states up front."""
+    return OneSampleEvents({i: 1 / outcomes for i in range(outcomes)}, delta, alpha,
+                           beta).samples
+
 
 @dataclass
 class TwoSampleEvents:

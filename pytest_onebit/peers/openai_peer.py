@@ -16,10 +16,10 @@ import threading
 from collections.abc import Callable
 
 from pytest_onebit.contract.assertions import first_divergence
-from pytest_onebit.peers.event_test import TwoSampleEvents
 from pytest_onebit.peers.openai_client import Client, ServerError, Unreachable, choice_text
 from pytest_onebit.peers.protocol import Outcome, chosen, failed, not_applicable, passed
 from pytest_onebit.peers.served_metrics import Metrics, read_metrics
+from pytest_onebit.peers.served_s1 import Sampled, sampled_distribution
 
 CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "I10-eos", "L1-logprobs",
           "C1-concurrent", "C2-concurrent-scale", "N4-knobs", "S1-distribution")
@@ -65,20 +65,6 @@ JSON_TOKENS = 96
 #: C2's prompts besides the arm's own: one answered in a few tokens, one at length
 SCALE_PROMPTS = ("Answer with one word: what is the capital of France?",
                  "Write a haiku about rain.")
-#: S1 asks for 4 tokens and compares the first 2 (at most 2 x 2 = 4 outcomes): a server
-#: drafts only within the budget, so with 2 asked llama-server drafts nothing after the first
-#: token and S1 would hold plain sampling to itself; with 4, the second token is a draft
-#: judged by the acceptance test (or, on a rejection, drawn from the residual)
-SAMPLED = {"temperature": 1.0, "top_k": 2, "max_tokens": 4}
-SAMPLED_KEPT = 2
-SAMPLED_OUTCOMES = 4
-#: plain answers that name the outcomes before the compared samples are drawn (an outcome
-#: rarer than about 1 in this many is lumped into "other")
-PILOT = 200
-#: S1's completion prompt: the first token (":") is sure, and a draft of the second (prompt
-#: lookup's " heads", from the lines before) is one SmolLM2 doubts (about 1 in 6 takes it)
-SAMPLED_PROMPT = "coin: heads\ncoin: tails\ncoin: tails\ncoin: heads\ncoin"
-
 # Prompts on which prompt lookup drafts, and SmolLM2 accepts whole blocks (the first two) or
 # rejects often (the third): a fault in the acceptance or the cut shows on one or the other.
 COMPLETION_PROMPTS = ("A: hello\nB: hello\nA: hello\nB: hello\nA:",
@@ -236,14 +222,14 @@ class OpenAIPeer:
                  arms: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None,
                  sampled: bool = False, delta: float | None = None,
                  timeout: float = 120.0, fields: dict | None = None,
-                 knob_names: dict | None = None) -> None:
+                 knob_names: dict | None = None, s1: Sampled | None = None) -> None:
         self.client = Client(url, timeout=timeout)
         self.plain = Client(plain_url, timeout=timeout) if plain_url else None
         self.only = chosen(only, CHECKS, "openai peer check")
         self.arm_names = chosen(arms, tuple(ENDPOINTS), "openai peer arm")
         self.sampled = sampled
-        self.power = TwoSampleEvents(max_outcomes=SAMPLED_OUTCOMES + 1, delta=delta or 0.5,
-                                     alpha=1e-3, beta=1e-2)
+        # S1's request and power (served_s1): `delta` sets the TV both of its tests detect
+        self.s1 = s1 if s1 is not None else Sampled(delta=delta)
         self.model = "?"
         self.fields = dict(fields or {})  # sent in every request (a server's own switches)
         self.knob_names = dict(knob_names or {})  # N4: a knob's name in this server's API
@@ -611,34 +597,9 @@ class EndpointArm:
         return failed(detail + " -- " + "; ".join(bad)) if bad else passed(detail)
 
     def distribution(self) -> Outcome:
-        n = self.peer.power.samples
+        """S1 (opt-in): sampled answers with speculation distributed as plain sampling's, by
+        the one-sample test where the plain server's top_logprobs cover top-k, else the
+        two-sample test (pytest_onebit/peers/served_s1.py)."""
         if not self.peer.sampled:
-            return not_applicable(f"opt-in (--sampled): {n} samples per side; the test "
-                                  f"{self.peer.power.describe()}")
-        body = self.body(SAMPLED_PROMPT if self.name == "completions" else self.prompts[0],
-                         **SAMPLED)
-
-        def outcome(answer: dict):
-            ids = _ids(answer)
-            return tuple(ids[:SAMPLED_KEPT]) if ids is not None else _text(answer)
-
-        def plain(seeds: range) -> list:
-            return [outcome(self.ask({**body, "seed": s}, plain=True, fresh=True))
-                    for s in seeds]
-
-        pilot = plain(range(2 * n, 2 * n + PILOT))
-        before = read_metrics(self.peer.client.root)
-        answers = [self.ask({**body, "seed": s}, fresh=True) for s in range(n)]
-        after = read_metrics(self.peer.client.root)
-        if _drafted(answers, before, after) == 0:
-            return not_applicable(f"the server drafted nothing in {n} sampled answers: S1 "
-                                  "would hold plain sampling to itself")
-        counted = _accepted(answers) or _counted(before, after)
-        try:
-            verdict = self.peer.power.judge([outcome(a) for a in answers],
-                                            plain(range(n, 2 * n)), pilot=pilot,
-                                            where=f"first {SAMPLED_KEPT} of "
-                                                  f"{SAMPLED['max_tokens']} tokens")
-        except AssertionError as error:
-            return failed(f"{error}{counted}")
-        return passed(f"{verdict}{counted}")
+            return not_applicable(f"opt-in (--sampled): {self.peer.s1.plan()}")
+        return sampled_distribution(self, self.peer.s1)
