@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from pytest_onebit import served_plugin  # pytest only
 from pytest_onebit.base.options import (  # noqa: F401 (fixtures)
     add_base_options,
     base_header,
@@ -35,6 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     add_base_options(group)
     native_plugin.add_native_options(group)
+    served_plugin.add_served_options(group)
 
 
 def _loop_option(config: pytest.Config):

@@ -296,24 +296,29 @@ class EndpointArm:
     # -- checks -----------------------------------------------------------------------------
 
     def judge(self) -> dict[str, Outcome]:
+        outcomes = {name: self.run_check(name) for name in self.peer.only}
+        for name in CHECKS:
+            outcomes.setdefault(name, not_applicable("not asked (--check)"))
+        return outcomes
+
+    def run_check(self, name: str) -> Outcome:
+        """One check on this endpoint (what `judge` runs for each; the pytest entry,
+        pytest_onebit.peers.served, runs them one test each): a server error or an answer
+        not in OpenAI's shape is the check's failure, naming it."""
         checks: dict[str, Callable[[], Outcome]] = {
             "I1-text": self.text, "I1-stream": self.stream, "I9-budget": self.budget,
             "I10-stop-string": self.stop, "I10-eos": self.eos, "L1-logprobs": self.logprobs,
             "C1-concurrent": self.concurrent, "C2-concurrent-scale": self.scale,
             "N4-knobs": self.knobs,
             "S1-distribution": self.distribution}
-        outcomes = {}
-        for name in self.peer.only:
-            try:
-                outcomes[name] = checks[name]()
-            except (ServerError, Unreachable) as error:
-                outcomes[name] = failed(f"the server answered {error}")
-            except (KeyError, IndexError, TypeError, ValueError) as error:
-                outcomes[name] = failed(f"an answer not in OpenAI's shape: "
-                                        f"{type(error).__name__}: {error}")
-        for name in CHECKS:
-            outcomes.setdefault(name, not_applicable("not asked (--check)"))
-        return outcomes
+        if name not in checks:
+            raise ValueError(f"unknown openai peer check {name!r}; one of {', '.join(CHECKS)}")
+        try:
+            return checks[name]()
+        except (ServerError, Unreachable) as error:
+            return failed(f"the server answered {error}")
+        except (KeyError, IndexError, TypeError, ValueError) as error:
+            return failed(f"an answer not in OpenAI's shape: {type(error).__name__}: {error}")
 
     def text(self) -> Outcome:
         bodies, bad = [], []
