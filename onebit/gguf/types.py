@@ -126,7 +126,7 @@ def _q5_1(b: np.ndarray) -> np.ndarray:
     return _f16(b, 0) * q.astype(np.float32) + _f16(b, 2)
 
 
-def _k_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def k_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The eight 6-bit scales and mins of a Q4_K / Q5_K block's 12 scale bytes: sub-blocks
     0..3 take the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 take a nibble of
     bytes 8..11 plus the top 2 bits of bytes 0..3 (scales) or 4..7 (mins)."""
@@ -136,26 +136,26 @@ def _k_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return scale, mins
 
 
-def _k_codes(qs: np.ndarray) -> np.ndarray:
+def k_codes(qs: np.ndarray) -> np.ndarray:
     """128 bytes -> 8 sub-blocks of 32 codes (chunk c: low nibbles 2c, high nibbles 2c + 1)."""
     chunks = qs.reshape(-1, 4, 1, 32)
     return np.concatenate([chunks & 0x0F, chunks >> 4], axis=2).reshape(-1, 8, 32)
 
 
 def _q4_k(b: np.ndarray) -> np.ndarray:
-    scale, mins = _k_scales(b[:, 4:16])
+    scale, mins = k_scales(b[:, 4:16])
     d = (_f16(b, 0) * scale.astype(np.float32))[:, :, None]
     m = (_f16(b, 2) * mins.astype(np.float32))[:, :, None]
-    return (d * _k_codes(b[:, 16:]).astype(np.float32) - m).reshape(-1, 256)
+    return (d * k_codes(b[:, 16:]).astype(np.float32) - m).reshape(-1, 256)
 
 
 def _q5_k(b: np.ndarray) -> np.ndarray:
-    scale, mins = _k_scales(b[:, 4:16])
+    scale, mins = k_scales(b[:, 4:16])
     d = (_f16(b, 0) * scale.astype(np.float32))[:, :, None]
     m = (_f16(b, 2) * mins.astype(np.float32))[:, :, None]
     qh = b[:, 16:48]
     high = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
-    q = _k_codes(b[:, 48:]) | (high << 4)
+    q = k_codes(b[:, 48:]) | (high << 4)
     return (d * q.astype(np.float32) - m).reshape(-1, 256)
 
 

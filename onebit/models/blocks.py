@@ -1,4 +1,4 @@
-"""Weights kept in ggml's blocks of 32: the stored kinds "q8_0", "q4_0" and "q4_1".
+"""Weights kept in ggml's blocks of 32: the stored kinds "q8_0", "q4_0", "q4_1" and "q4_1f".
 
 A GGUF weight of one of these types can be kept as the file stores it instead of being
 dequantised at load (`read_gguf(path, keep_blocks=True)`, which `load_gguf` asks for when the
@@ -10,6 +10,9 @@ Block layouts (little-endian; d and m are float16):
 - q8_0: 34 bytes: d, 32 int8 codes q;          w = d * q
 - q4_0: 18 bytes: d, 16 bytes of nibbles;      w = d * (q - 8)
 - q4_1: 20 bytes: d, m, 16 bytes of nibbles;   w = d * q + m
+- q4_1f: 24 bytes: d, m as float32, 16 bytes of nibbles; w = d * q + m (not a ggml type: a
+  Q4_K sub-block, whose scale and min are a float16 times a 6-bit integer, which float16
+  cannot always hold and float32 always can; `q4_k_as_q4_1f`)
 where element j < 16 of a block is the low nibble of byte j and element j >= 16 the high
 nibble of byte j - 16.
 
@@ -31,12 +34,15 @@ from onebit.models.errors import ModelFileError
 BLOCK = 32
 # kind -> (ggml type id, bytes per block, bytes of scales before the codes)
 KINDS: dict[str, tuple[int, int, int]] = {"q8_0": (8, 34, 2), "q4_0": (2, 18, 2),
-                                          "q4_1": (3, 20, 4)}
+                                          "q4_1": (3, 20, 4), "q4_1f": (-1, 24, 8)}
+# the kinds whose d (and m) are float32 rather than float16
+FLOAT_SCALES = frozenset({"q4_1f"})
 # ggml type name -> stored kind: the types kept in their blocks
 FROM_GGML = {"Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": "q4_1"}
-# ggml type name -> (stored kind, layout change): types the integer kernel reads after a change
-# of layout that keeps every value (Q5_0's codes are Q8_0 codes under the same scale)
-CONVERTED = {"Q5_0": "q8_0"}
+# ggml type name -> stored kind: types the integer kernel reads after a change of layout that
+# keeps every value (Q5_0's codes are Q8_0 codes under the same scale; a Q4_K sub-block is a
+# q4_1f block)
+CONVERTED = {"Q5_0": "q8_0", "Q4_K": "q4_1f"}
 
 
 def is_block_kind(kind: str) -> bool:
@@ -58,6 +64,28 @@ def q5_0_as_q8_0(raw: np.ndarray, out: int, n_in: int) -> np.ndarray:
     blocks8[:, :2] = b[:, :2]
     blocks8[:, 2:] = (q - 16).astype(np.int8).view(np.uint8)
     return blocks8.reshape(out, -1)
+
+
+def q4_k_as_q4_1f(raw: np.ndarray, out: int, n_in: int) -> np.ndarray:
+    """Q4_K rows (144-byte super-blocks of 256: float16 d and dmin, twelve bytes of eight 6-bit
+    scales and mins, 128 bytes of nibbles) as q4_1f rows (eight 24-byte blocks a super-block),
+    value for value: sub-block s holds w = (d * sc_s) * q - (dmin * m_s), ggml's own
+    dequantisation, which is the q4_1f block with d = d * sc_s and m = -(dmin * m_s). Both
+    products are a float16 (11 significant bits) times a 6-bit integer, so float32 holds them
+    exactly, and the float form is the file's dequantised values bit for bit."""
+    from onebit.gguf.types import k_codes, k_scales
+
+    b = np.asarray(raw, np.uint8).reshape(out * (n_in // 256), 144)
+    half = np.ascontiguousarray(b[:, 0:4]).view("<f2").astype(np.float32)  # [n, (d, dmin)]
+    scale, mins = k_scales(b[:, 4:16])  # [n, 8] each
+    d = half[:, 0:1] * scale.astype(np.float32)
+    m = -(half[:, 1:2] * mins.astype(np.float32))
+    q = k_codes(b[:, 16:])  # [n, 8, 32], element order
+    blocks_f = np.empty((b.shape[0], 8, 24), np.uint8)
+    blocks_f[:, :, 0:4] = d.astype("<f4")[:, :, None].view(np.uint8)
+    blocks_f[:, :, 4:8] = m.astype("<f4")[:, :, None].view(np.uint8)
+    blocks_f[:, :, 8:] = q[:, :, :16] | (q[:, :, 16:] << np.uint8(4))
+    return blocks_f.reshape(out, -1)
 
 
 # The integer kernel's vector loads (64 bytes of a group's codes, 16 scales) start at
@@ -107,7 +135,7 @@ def _scales(data: np.ndarray, kind: str) -> np.ndarray:
     """`[out, blocks, 1 or 2]` float32: each block's d (and m)."""
     size, head = KINDS[kind][1:]
     raw = np.ascontiguousarray(data.reshape(data.shape[0], -1, size)[:, :, :head])
-    return raw.view("<f2").astype(np.float32)
+    return raw.view("<f4" if kind in FLOAT_SCALES else "<f2").astype(np.float32)
 
 
 def check_finite(name: str, data: np.ndarray, kind: str, dtype: np.dtype, file: str) -> None:
@@ -116,9 +144,9 @@ def check_finite(name: str, data: np.ndarray, kind: str, dtype: np.dtype, file: 
     scales = _scales(data, kind)
     bad = ~np.isfinite(scales).all(axis=2)
     if not bad.any():
-        top = {"q8_0": 128.0, "q4_0": 8.0, "q4_1": 15.0}[kind]
+        top = {"q8_0": 128.0, "q4_0": 8.0, "q4_1": 15.0, "q4_1f": 15.0}[kind]
         extent = np.abs(scales[:, :, 0]).astype(np.float64) * top
-        if kind == "q4_1":
+        if kind in ("q4_1", "q4_1f"):
             extent += np.abs(scales[:, :, 1])
         bad = extent > float(np.finfo(dtype).max)
     if bad.any():
@@ -132,6 +160,12 @@ def dequantize(data: np.ndarray, kind: str, shape: tuple[int, int]) -> np.ndarra
     """The float32 weight the blocks hold: the dequantise-at-load path's values, bit for bit."""
     from onebit.gguf.types import dequantize as ggml_dequantize
 
+    if kind == "q4_1f":  # d * q + m in float32, as ggml's Q4_K decoder computes (d q) - (-m)
+        b = np.asarray(data, np.uint8).reshape(-1, 24)
+        scales = np.ascontiguousarray(b[:, :8]).view("<f4").astype(np.float32)
+        nib = b[:, 8:]
+        q = np.concatenate([nib & 0x0F, nib >> 4], axis=1).astype(np.float32)
+        return (scales[:, 0:1] * q + scales[:, 1:2]).reshape(shape)
     return ggml_dequantize(KINDS[kind][0], np.asarray(data), tuple(shape))
 
 
@@ -187,8 +221,9 @@ def _half_scales(scales: np.ndarray, mins: np.ndarray, convention: str,
 @dataclass(frozen=True)
 class BlockWeight:
     """A block weight as the integer kernel reads it. `codes`: uint8 `[out, in / 2]` nibble
-    bytes (q4_0 / q4_1, 16 per block) or int8 `[out, in]` (q8_0); `d`, `m`: the float16 bit
-    patterns `[out, in / 32]` of each block's scale and (q4_1) min, `m` empty otherwise."""
+    bytes (q4_0 / q4_1 / q4_1f, 16 per block) or int8 `[out, in]` (q8_0); `d`, `m`: the float16
+    bit patterns `[out, in / 32]` (uint16; float32 values for q4_1f) of each block's scale and
+    (q4_1 / q4_1f) min, `m` empty otherwise."""
 
     kind: str
     shape: tuple[int, int]
@@ -210,6 +245,11 @@ class BlockWeight:
         codes = np.ascontiguousarray(raw[:, :, head:]).reshape(out, -1)
         if kind == "q8_0":
             codes = codes.view(np.int8)
+        if kind in FLOAT_SCALES:
+            d = np.ascontiguousarray(raw[:, :, 0:4]).view("<f4").reshape(out, -1)
+            m = np.ascontiguousarray(raw[:, :, 4:8]).view("<f4").reshape(out, -1)
+            return cls(kind, (int(out), int(n_in)), codes, d.astype(np.float32),
+                       m.astype(np.float32))
         d = np.ascontiguousarray(raw[:, :, 0:2]).view("<u2").reshape(out, -1).astype(np.uint16)
         m = (np.ascontiguousarray(raw[:, :, 2:4]).view("<u2").reshape(out, -1).astype(np.uint16)
              if kind == "q4_1" else np.zeros((out, 0), np.uint16))

@@ -47,7 +47,8 @@ def block_ops(form: str) -> dict[str, object]:
       zeros, the lane sums, each lane's float32 (exact: |a| < 2^24 here);
     - `fsplat(x)`, `fzero()`, `fmul(a, b)`, `fadd(a, b)`: 16 float32 lanes, rounded as the
       scalar operations round;
-    - `halves(a, i)`: a[i .. i + 15] (uint16 float16 bit patterns) as 16 float32, exact;
+    - `halves(a, i)`: a[i .. i + 15] (uint16 float16 bit patterns) as 16 float32, exact; of a
+      float32 array (q4_1f's scales), the 16 values as they are;
     - `store(a, i, v)`: a[i .. i + 15] = v (a float32 array);
     - `prefetch(a, off)`: a hint to bring the cache line at byte `off` of a byte array in.
 
@@ -204,12 +205,15 @@ def block_ops(form: str) -> dict[str, object]:
 
     @intrinsic
     def halves(typingctx, a, i):
-        if not array_of(a, types.uint16) or not isinstance(i, types.Integer):
+        if not array_of(a, types.uint16, types.float32) or not isinstance(i, types.Integer):
             return None
+        wide = a.dtype == types.float32  # q4_1f's scales: float32 already, a plain load
 
         def codegen(context, builder, sig, args):
             ary = context.make_array(sig.args[0])(context, builder, args[0])
             ptr = builder.gep(ary.data, [args[1]], inbounds=True)
+            if wide:
+                return builder.load(builder.bitcast(ptr, v16f.as_pointer()), align=4)
             vector = ir.VectorType(ir.HalfType(), 16)
             return builder.fpext(builder.load(builder.bitcast(ptr, vector.as_pointer()),
                                               align=2), v16f)

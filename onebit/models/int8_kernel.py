@@ -18,9 +18,9 @@ a scheme of the Q8_0 / Q8_1 kind, in float32:
 Then for row r and output o, with the weight block b holding codes c_j and scales dw (, mw):
 
     v_b = sum_j c_j q_j     an exact int32, taken to float32 exactly (|v_b| <= 32 * 128 * 127)
-          (q8_0: c = q; q4_0: c = nibble - 8; q4_1: c = nibble)
+          (q8_0: c = q; q4_0: c = nibble - 8; q4_1 and q4_1f: c = nibble)
     acc = fma(v_b, dw_b * dx_b, acc)       for b = 0, 1, .., nb - 1 in order, from acc = 0
-    m   = fma(mw_b, sx_b, m)               likewise (q4_1; m = 0 otherwise)
+    m   = fma(mw_b, sx_b, m)               likewise (q4_1, q4_1f; m = 0 otherwise)
     y   = acc + m
     all in float32 (dw_b * dx_b rounded to float32, fma rounded once).
 
@@ -71,7 +71,7 @@ GROUP = 16
 # contiguous spans of tasks a parallel product makes per thread (spans_kernel): a few, so a
 # thread that started late can still take another, and few calls
 SPANS_PER_THREAD = 4
-KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2}
+KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_1f": 3}
 # how many bytes ahead of the block it multiplies a tile asks for its group's codes: a hint
 # for a decode step, whose weights come from memory (against no prefetch, an A/B on SmolLM2
 # moved within its noise: 0.87 [0.66 .. 1.43] a step, 1.19 [0.75 .. 1.35] a verify of 8)
@@ -215,10 +215,10 @@ def _range_kernel(kind: int, form: str) -> Callable:
     got = _compiled.get(key)
     if got is not None:
         return got
-    name = ("q8_0", "q4_0", "q4_1")[kind]
+    name = ("q8_0", "q4_0", "q4_1", "q4_1f")[kind]
     namespace = dict(block_ops(form), fma=kernels._tiled_intrinsics()["fma"])
     # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
-    namespace.update(__name__=__name__, np=np, GROUP=GROUP, WITH_MIN=kind == 2,
+    namespace.update(__name__=__name__, np=np, GROUP=GROUP, WITH_MIN=kind in (2, 3),
                      OFFSET=8 if kind == 1 else 0, AHEAD=PREFETCH_AHEAD)
     exec(int8_source.range_source(name), namespace)  # noqa: S102 - our own template, no outside input
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
@@ -273,7 +273,7 @@ def correction_factor(kind: int) -> int:
     """What a row's block starts from, per activation sum: q8_0's codes are stored plus 128 and
     q4_0's as nibbles (their value plus 8), so their blocks start at -128 and -8 times the
     block's activation sum; 0 for q4_1, whose nibbles are the values."""
-    return (128, 8, 0)[kind]
+    return (128, 8, 0, 0)[kind]
 
 
 def block_corrections_kernel() -> Callable:

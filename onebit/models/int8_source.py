@@ -57,9 +57,9 @@ def product_range(codes, d16, m16, table, xq, dx, sx, corr, out, t_lo, t_hi):
                 for b in range(nb):
                     v = np.int32(0)
 {scalar}
-                    acc = fma(np.float32(v), table[d16[o, b]] * dx[r, b], acc)
+                    acc = fma(np.float32(v), {d_scalar} * dx[r, b], acc)
                     if WITH_MIN:
-                        m = fma(table[m16[o, b]], sx[r, b], m)
+                        m = fma({m_scalar}, sx[r, b], m)
                 out[r, o] = acc + m
 """
 
@@ -95,14 +95,16 @@ _SCALAR = {
 
 def range_source(kind: str) -> str:
     """The source of `product_range` (the module docstring's computation) for weights of
-    `kind` ("q8_0", "q4_0" or "q4_1"): tiles of 8, 7, .., 2 rows and 1 over each group, and the
-    scalar tail. The same text for the same argument, every call.
+    `kind` ("q8_0", "q4_0", "q4_1" or "q4_1f", q4_1 with float32 scales, which the scalar tail
+    reads as they are instead of through the float16 table): tiles of 8, 7, .., 2 rows and 1
+    over each group, and the scalar tail. The same text for the same argument, every call.
 
     A block of a group: q8_0's 8 chunks of 64 bytes (chunk t: codes 4t .. 4t + 3 of each
     output), or q4's 4 chunks whose low nibbles are chunks 0..3 and high nibbles chunks 4..7
     (codes 16 + 4t ..); chunk t meets the row's activations at 4t within the block."""
     q8 = kind == "q8_0"
-    with_min = kind == "q4_1"
+    with_min = kind in ("q4_1", "q4_1f")
+    float_scales = kind == "q4_1f"
     if q8:
         codes = [f"                    c{t} = codes_raw(flat, at + {64 * t})" for t in range(8)]
     else:
@@ -149,4 +151,6 @@ def range_source(kind: str) -> str:
                                 for t in range(8 if q8 else 4)),
             mins="                    mw = halves(m_flat, scales + b * GROUP)" if with_min
             else ""))
-    return _RANGE.format(tiles="".join(tiles), scalar=_SCALAR["q8_0" if q8 else "q4"])
+    return _RANGE.format(tiles="".join(tiles), scalar=_SCALAR["q8_0" if q8 else "q4"],
+                         d_scalar="d16[o, b]" if float_scales else "table[d16[o, b]]",
+                         m_scalar="m16[o, b]" if float_scales else "table[m16[o, b]]")

@@ -25,19 +25,26 @@ KINDS = tuple(blocks.KINDS)
 LINE2_KINDS = [pytest.param(k, marks=() if k == "q4_1" else pytest.mark.slow) for k in KINDS]
 SMOLLM2_KINDS = [pytest.param(k, marks=() if k in ("q4_1", "q8_0") else pytest.mark.slow)
                  for k in KINDS]
+# the formula check also runs q4_1f (Gemma 3's Q4_K layers) in line 2: its float32 scales are
+# the one place its kernel differs from q4_1's
+FORMULA_KINDS = [pytest.param(k, marks=() if k in ("q4_1", "q8_0", "q4_1f") else pytest.mark.slow)
+                 for k in KINDS]
 LINE2_FORMS = [pytest.param(f, marks=() if f == int8_kernel.lanes_form() else pytest.mark.slow)
                for f in ("vnni", "vnni512")]
 
 
 def random_blocks(kind: str, out: int, n_in: int, seed: int = 0) -> np.ndarray:
-    """uint8 rows of `kind` blocks: random codes, small random float16 scale (and min)."""
+    """uint8 rows of `kind` blocks: random codes, small random float16 scale (and min), or
+    float32 ones for q4_1f, with every mantissa bit in use (no float16 could hold them)."""
     rng = np.random.default_rng(seed)
     size, head = blocks.KINDS[kind][1:]
     nb = n_in // blocks.BLOCK
     raw = rng.integers(0, 256, size=(out, nb, size), dtype=np.uint8)
-    for at in range(0, head, 2):
-        scale = (rng.standard_normal((out, nb)) * 0.02).astype(np.float16)
-        raw[:, :, at:at + 2] = scale.view(np.uint8).reshape(out, nb, 2)
+    scale_type = np.float32 if kind in blocks.FLOAT_SCALES else np.float16
+    width = np.dtype(scale_type).itemsize
+    for at in range(0, head, width):
+        scale = (rng.standard_normal((out, nb)) * 0.02).astype(scale_type)
+        raw[:, :, at:at + width] = scale.view(np.uint8).reshape(out, nb, width)
     return raw.reshape(out, -1)
 
 
@@ -183,7 +190,11 @@ def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
         return _f32(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
 
     xq, dx, sx = int8_kernel.quantize_rows(row[None])
-    table = int8_kernel.f16_table()
+    f16 = int8_kernel.f16_table()
+
+    def table(bits):  # a float16 bit pattern's value; q4_1f's scales are float32 values
+        return bits if weight.kind in blocks.FLOAT_SCALES else f16[bits]
+
     nb = weight.shape[1] // 32
     acc = m = np.float32(0)
     for b in range(nb):
@@ -193,13 +204,13 @@ def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
             nib = weight.codes[o, b * 16:(b + 1) * 16].astype(np.int64)
             c = np.concatenate([nib & 15, nib >> 4]) - (8 if weight.kind == "q4_0" else 0)
         v = int((c * xq[b * 32:(b + 1) * 32].astype(np.int64)).sum())
-        acc = fma(v, np.float32(table[weight.d[o, b]] * dx[0, b]), acc)
-        if weight.kind == "q4_1":
-            m = fma(table[weight.m[o, b]], sx[0, b], m)
+        acc = fma(v, np.float32(table(weight.d[o, b]) * dx[0, b]), acc)
+        if weight.kind in ("q4_1", "q4_1f"):
+            m = fma(table(weight.m[o, b]), sx[0, b], m)
     return np.float32(acc + m)
 
 
-@pytest.mark.parametrize("kind", SMOLLM2_KINDS)
+@pytest.mark.parametrize("kind", FORMULA_KINDS)
 def test_Q1_kernel_computes_the_documented_formula(kind):
     """Every output equals, bit for bit, the module docstring's formula computed independently
     (an exact integer per block, fma rounded once, the blocks in order, q4_1's min term apart):

@@ -32,13 +32,16 @@ def made(tmp_path):
     return make
 
 
-@pytest.mark.parametrize("matrix_type", (*TYPES, "Q5_0"))
+@pytest.mark.parametrize("matrix_type", (*TYPES, "Q5_0", "Q4_K"))
 def test_Q6_blocks_kept_and_their_float_form_exact(made, matrix_type):
     """With keep_blocks, every matrix is stored as its kind's uint8 rows of blocks (in memory
-    the file's bytes: 4.5 / 5 / 8.5 bits a weight; Q5_0 as Q8_0 blocks of the same values),
-    and the weight store's float form of each is, bit for bit, the tensor the
-    dequantise-at-load path reads; an embedding row too."""
-    path = made(matrix_type, tied=False)
+    the file's bytes: 4.5 / 5 / 8.5 bits a weight; Q5_0 as Q8_0 blocks of the same values,
+    Q4_K as q4_1f blocks, float32 scales, of the same values), and the weight store's float
+    form of each is, bit for bit, the tensor the dequantise-at-load path reads; an embedding
+    row too."""
+    # Q4_K's super-blocks are 256 wide
+    sizes = dict(hidden=256, ffn=256) if matrix_type == "Q4_K" else {}
+    path = made(matrix_type, tied=False, **sizes)
     floats = read_gguf(path).tensors
     kept = read_gguf(path, keep_blocks=True)
     kind = blocks.FROM_GGML.get(matrix_type) or blocks.CONVERTED[matrix_type]
