@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_onebit.peers.event_test import TwoSampleEvents, hardest_samples
+from pytest_onebit.peers.event_test import MAX_OUTCOMES, TwoSampleEvents, hardest_samples
 from pytest_onebit.peers.protocol import Outcome, failed, not_applicable, passed
 from pytest_onebit.peers.served_metrics import read_metrics
 from pytest_onebit.peers.served_sampled import NotCovered, ServedOneSample
@@ -74,8 +74,9 @@ class Sampled:
     def plan(self) -> str:
         """What S1 would cost, before anything is sampled."""
         one = self.delta or ONE_SAMPLE_DELTA
+        outcomes = min(max(self.top_k, 1) ** SAMPLED_KEPT, MAX_OUTCOMES - 1)
         return (f"one-sample where top_logprobs cover top-k {self.top_k}: at most about "
-                f"{hardest_samples(one, SAMPLED_OUTCOMES, ALPHA, BETA)} speculative answers "
+                f"{hardest_samples(one, outcomes, ALPHA, BETA)} speculative answers "
                 f"at TV {one:g}, 99 % power, false alarms <= {ALPHA:g}; else two-sample: "
                 f"{self.two_sample().samples} per side ({self.two_sample().describe()}); "
                 f"after {PILOT} plain answers")

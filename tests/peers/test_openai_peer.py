@@ -137,17 +137,19 @@ def test_fields_are_json_or_strings():
 
 @pytest.mark.slow
 def test_sampled_distribution_matches_plain(smollm2, capsys):
-    """S1 (opt-in): the first two of four sampled tokens (temperature 1, top-k 2; the second a
-    prompt-lookup draft judged by the acceptance test) are distributed with speculation as
-    plain sampling's, by the two-sample test at its stated power, and the server drafted."""
+    """S1 (opt-in): the first two of four sampled tokens (temperature 0.7, top-k 2; the second
+    a prompt-lookup draft judged by the acceptance test) are distributed with speculation as
+    plain sampling's, by the one-sample test against the server's own top_logprobs (which
+    cover top-k 2) at TV 0.25, and the server drafted."""
     from onebit.serve import Engine
 
     with serving(Engine(smollm2, head="ngram")) as server:
         status, report = peer(capsys, server.url, "--check", "S1-distribution", "--arm",
-                              "completions", "--sampled")
+                              "completions", "--sampled", "--delta", "0.25")
     assert status == 0, report
     cell = report["checks"]["S1-distribution"]
     assert cell["status"] == "passed", cell
+    assert cell["arms"]["completions"]["detail"].startswith("one-sample")
     assert "drafts accepted" in cell["arms"]["completions"]["detail"]
 
 
@@ -155,17 +157,17 @@ def test_sampled_distribution_matches_plain(smollm2, capsys):
 def test_sampled_plant_fails_S1(smollm2, capsys):
     """A served loop that accepts a draft with probability min(1, q/p), the ratio upside
     down, accepts every prompt-lookup draft: the drafted second token (" heads", about 1 in
-    6 under plain sampling) takes all the mass, and S1 at its default power (TV 0.5) fails."""
+    6 under plain sampling) takes all the mass, and S1's one-sample test at TV 0.25 fails."""
     from pytest_onebit.peers.openai_plants import PLANTS
 
     engine_class, check = PLANTS["ratio-inverted"]
     with serving(engine_class(smollm2, head="ngram")) as server:
         status, report = peer(capsys, server.url, "--check", check, "--arm", "completions",
-                              "--sampled")
+                              "--sampled", "--delta", "0.25")
     cell = report["checks"][check]
     assert status == 1, report
     assert cell["status"] == "failed", cell
-    assert "between speculative and plain samples" in cell["arms"]["completions"]["detail"]
+    assert cell["arms"]["completions"]["detail"].startswith("one-sample: ")
 
 
 def test_a_json_answer_the_budget_cut_is_judged_by_where_it_got():

@@ -6,6 +6,7 @@ sampled fault caught and no false alarm on clean servers."""
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -151,6 +152,11 @@ pytest.importorskip("uvicorn")
 #: a temperature that makes the toy's flat logits (within 2 of 0) a distribution worth testing
 TOY_PROMPT = "heads B: one one"
 TOY_TEMPERATURE = 0.3
+#: the TV the over-HTTP runs detect: 0.1 for the plants (each moves the outcome by 0.115 or
+#: more) and 0.2 for the clean runs (a false alarm is at most 1e-3 at any TV) keep the slow step
+#: short; ONEBIT_S1_DELTA=0.05 runs them all at the stated power (about 4200 requests a run)
+PLANT_DELTA = float(os.environ.get("ONEBIT_S1_DELTA", 0.1))
+CLEAN_DELTA = float(os.environ.get("ONEBIT_S1_DELTA", 0.2))
 
 
 @pytest.fixture(scope="module")
@@ -188,12 +194,14 @@ def serving(engine):
 def test_each_planted_sampled_fault_is_caught_by_the_one_sample_test(plain_server, plant):
     """A real speculative loop on the toy with one sampled fault (pytest_onebit/peers/
     sampled_plants.py), served over HTTP, fails S1's one-sample test at TV 0.1 (each plant
-    moves the outcome by 0.115 to 0.177 in total variation), and the detail names the test
+    moves the outcome by 0.115 to 0.177 in total variation; ONEBIT_S1_DELTA=0.05 runs it at
+    the stated power), and the detail names the test
     and the event that moved."""
     from pytest_onebit.peers.sampled_plants import PLANTS
 
     with serving(PLANTS[plant].engine(plant)) as server:
-        outcome = s1(server.url, plain_server.url, 0.1)
+        outcome = s1(server.url, plain_server.url, PLANT_DELTA)
+    print(f"{plant}: {outcome.status}: {outcome.detail}")
     assert outcome.status == "failed", outcome
     assert outcome.detail.startswith("one-sample:"), outcome.detail
     assert "under plain sampling, seen" in outcome.detail
@@ -210,7 +218,8 @@ def test_clean_servers_give_no_false_alarm_over_20_runs(plain_server):
     for run in range(20):
         name = ("clean-perfect", "clean-swapped")[run % 2]
         with serving(CLEAN[name].engine(name)) as server:
-            outcome = s1(server.url, plain_server.url, 0.2, seed_base=run * 100_000)
+            outcome = s1(server.url, plain_server.url, CLEAN_DELTA, seed_base=run * 100_000)
+        print(f"run {run} {name}: {outcome.status}: {outcome.detail}")
         verdicts.append((name, outcome.status, outcome.detail[-160:]))
     assert all(status == "passed" for _, status, _ in verdicts), verdicts
     assert all("drafts accepted" in detail for _, _, detail in verdicts), verdicts
