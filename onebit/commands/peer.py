@@ -47,7 +47,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "(99 %% power, false alarms <= 1e-3; the sample size follows; "
                         "transformers: every sampled arm, default 0.25 for toy-sampled and "
                         "0.05 for toy-sampled-sharp; openai and llama-server --sampled: "
-                        "default 0.5)")
+                        "default 0.05 for the one-sample test, 0.5 where the two-sample test "
+                        "runs)")
     parser.add_argument("--expect-fail", action="append", default=[], metavar="CHECK=REASON",
                         help="declare a check as an expected failure (an open upstream "
                         "bug); the run fails if it passes everywhere (stale)")
