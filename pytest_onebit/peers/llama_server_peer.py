@@ -100,10 +100,19 @@ DRAFT_ARMS = ("draft-perfect", "draft-half", "draft-garbage", "draft-half-sample
 # `--spec-type draft-eagle3`: an EAGLE-3 head converted by llama.cpp from onebit's export
 # (pytest_onebit/peers/eagle3_drafts.py), the arm's name to the head it exports
 EAGLE3_ARMS = {"draft-eagle3": "shipped", "draft-eagle3-random": "random"}
-ARM_NAMES = (*NGRAM, *DRAFT_ARMS, *EAGLE3_ARMS)
-# the arms a run without --arm holds: the EAGLE-3 arms are asked for by name, since their
-# drafts need more than a binary (llama.cpp's source tree, torch, transformers, a conversion
-# the first time), which a run of the default arms, and CI's machine, should not depend on
+# `--spec-type draft-mtp`: the MTP block inside the target's own GGUF, which SmolLM2's arch
+# (llama) has no graph for, so these arms hold a fabricated glm4moe target with one
+# (pytest_onebit/peers/mtp_drafts.py), against a plain server on that same file; the arm's
+# name to the MTP head
+MTP_ARMS = {"draft-mtp": "bigram", "draft-mtp-random": "random"}
+# `--spec-type draft-dflash` / `draft-dspark`: a random DFlash / DSpark draft converted by
+# llama.cpp for the target (pytest_onebit/peers/dflash_drafts.py)
+DFLASH_ARMS = {"draft-dflash": "dflash", "draft-dspark": "dspark"}
+ARM_NAMES = (*NGRAM, *DRAFT_ARMS, *EAGLE3_ARMS, *MTP_ARMS, *DFLASH_ARMS)
+# the arms a run without --arm holds: the EAGLE-3, MTP, DFlash and DSpark arms are asked for
+# by name, since their drafts need more than a binary (llama.cpp's source tree, torch,
+# transformers, a conversion or a fabrication the first time), which a run of the default
+# arms, and CI's machine, should not depend on
 DEFAULT_ARMS = (*NGRAM, *DRAFT_ARMS)
 
 # I2-slot-reuse: each request's prompt is the last prompt, its answer and this
@@ -195,9 +204,10 @@ class LlamaServerPeer:
                 self.drafts = derived_drafts(self.model)
             except (ModelFileError, ValueError) as error:
                 return f"cannot make the drafts from {self.model}: {error}"
-        reason = self._eagle3_drafts()
-        if reason is not None:
-            return reason
+        for make in (self._eagle3_drafts, self._mtp_targets, self._dflash_drafts):
+            reason = make()
+            if reason is not None:
+                return reason
         self.plain = ServerProcess(self.argv(), name="llama-server (plain)")
         try:
             self.plain.start()
@@ -225,6 +235,44 @@ class LlamaServerPeer:
             return f"cannot make the EAGLE-3 drafts: {error}"
         self.drafts.update({f"eagle3-{head}": path for head, path in made.items()})
         return None
+
+    def _mtp_targets(self) -> str | None:
+        """Make (or find cached) the fabricated MTP targets the chosen arms need, with the
+        vocabulary of the peer's model."""
+        heads = tuple(MTP_ARMS[a] for a in self.arm_names if a in MTP_ARMS)
+        if not heads:
+            return None
+        from pytest_onebit.peers.mtp_drafts import MtpDraftError, mtp_targets
+
+        try:
+            made = mtp_targets(self.model, heads=heads)
+        except MtpDraftError as error:
+            return f"cannot make the MTP targets: {error}"
+        self.drafts.update({f"mtp-{head}": path for head, path in made.items()})
+        return None
+
+    def _dflash_drafts(self) -> str | None:
+        """Make (or find cached) the DFlash / DSpark drafts the chosen arms need."""
+        kinds = tuple(DFLASH_ARMS[a] for a in self.arm_names if a in DFLASH_ARMS)
+        if not kinds:
+            return None
+        from pytest_onebit.peers.dflash_drafts import dflash_drafts
+        from pytest_onebit.peers.eagle3_drafts import DraftMakeError, find_llama_cpp_source
+
+        try:
+            source = find_llama_cpp_source(self.llama_cpp_src, self.binary)
+            made = dflash_drafts(self.model, source, kinds=kinds)
+        except DraftMakeError as error:
+            return f"cannot make the {'/'.join(kinds)} drafts: {error}"
+        self.drafts.update(made)
+        return None
+
+    def arm_model(self, arm: str) -> Path:
+        """The target an arm holds: the peer's model, or for an MTP arm the fabricated
+        target that carries its MTP block."""
+        if arm in MTP_ARMS:
+            return self.drafts[f"mtp-{MTP_ARMS[arm]}"]
+        return self.model
 
     def _find_model(self) -> str | None:
         if self.model_arg is not None:
@@ -254,9 +302,11 @@ class LlamaServerPeer:
 
     # -- servers ----------------------------------------------------------------------------
 
-    def argv(self, *spec: str) -> list[str]:
-        """The command line every server shares (the plain one is this alone)."""
-        return [str(self.binary), "-m", str(self.model), "-c", str(CONTEXT), "-np", str(SLOTS),
+    def argv(self, *spec: str, model: Path | None = None) -> list[str]:
+        """The command line every server shares (the plain one is this alone), on the peer's
+        model or `model`."""
+        return [str(self.binary), "-m", str(model or self.model), "-c", str(CONTEXT),
+                "-np", str(SLOTS),
                 "-t", str(self.threads), "-tb", str(self.threads), "--metrics", "--no-warmup",
                 *spec]
 
@@ -267,6 +317,13 @@ class LlamaServerPeer:
             draft = self.drafts.get(f"eagle3-{EAGLE3_ARMS[arm]}")
             return ["--spec-type", "draft-eagle3", "-md", str(draft), "--spec-draft-n-max",
                     str(DRAFT_MAX), "-td", str(self.threads)]
+        if arm in MTP_ARMS:  # the MTP block is in the target itself: no -md
+            return ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(DRAFT_MAX),
+                    "-td", str(self.threads)]
+        if arm in DFLASH_ARMS:
+            kind = DFLASH_ARMS[arm]
+            return ["--spec-type", f"draft-{kind}", "-md", str(self.drafts.get(kind)),
+                    "--spec-draft-n-max", str(DRAFT_MAX), "-td", str(self.threads)]
         draft = {"draft-perfect": self.model, "draft-half": self.drafts.get("half"),
                  "draft-garbage": self.drafts.get("garbage"),
                  "draft-half-sampled": self.drafts.get("half")}[arm]
@@ -284,12 +341,32 @@ class ServerArm:
         self.name = name
         flags = peer.spec_flags(name)
         shown = [Path(f).name if f.endswith(".gguf") else f for f in flags]
-        self.note = (f"llama-server {' '.join(shown)}; -np {SLOTS} -c {CONTEXT}; against the "
-                     f"same binary and model without --spec-type")
+        self.model = peer.arm_model(name)
+        target = (f" on {self.model.name}, the plain server on that file too"
+                  if self.model != peer.model else "")
+        self.note = (f"llama-server {' '.join(shown)}{target}; -np {SLOTS} -c {CONTEXT}; "
+                     f"against the same binary and model without --spec-type")
 
     def judge(self) -> dict[str, Outcome]:
         peer = self.peer
-        spec = ServerProcess(peer.argv(*peer.spec_flags(self.name)),
+        own_plain = None
+        if self.model != peer.model:  # an arm with its own target gets its own reference
+            own_plain = ServerProcess(peer.argv(model=self.model),
+                                      name=f"llama-server (plain, {self.name})")
+            try:
+                own_plain.start()
+            except ServerFailed as error:
+                return {c: failed(f"the plain server on {self.model.name} did not start: "
+                                  f"{error}") for c in CHECKS}
+        try:
+            return self._start(own_plain.url if own_plain else peer.plain.url)
+        finally:
+            if own_plain is not None:
+                own_plain.stop()
+
+    def _start(self, plain_url: str) -> dict[str, Outcome]:
+        peer = self.peer
+        spec = ServerProcess(peer.argv(*peer.spec_flags(self.name), model=self.model),
                              name=f"llama-server ({self.name})")
         try:
             spec.start()
@@ -300,15 +377,15 @@ class ServerArm:
                                             f"speculation: {error}")
             return outcomes
         try:
-            return self._judge(spec)
+            return self._judge(spec, plain_url)
         except (ServerError, Unreachable) as error:  # outside any one check: counters
             return {c: failed(f"the speculative server answered {error}") for c in CHECKS}
         finally:
             spec.stop()
 
-    def _judge(self, spec: ServerProcess) -> dict[str, Outcome]:
+    def _judge(self, spec: ServerProcess, plain_url: str) -> dict[str, Outcome]:
         peer = self.peer
-        served = OpenAIPeer(spec.url, peer.plain.url, sampled=peer.sampled, delta=peer.delta,
+        served = OpenAIPeer(spec.url, plain_url, sampled=peer.sampled, delta=peer.delta,
                             only=tuple(c for c in peer.only if c in SERVED_CHECKS),
                             fields=FIELDS, knob_names=KNOB_NAMES)
         reason = served.unavailable()
@@ -466,4 +543,5 @@ def describe(answer) -> str:
     return f"{len(_ids(answer) or [])} tokens, finish {answer['choices'][0].get('finish_reason')!r}"
 
 
-__all__ = ["ARM_NAMES", "CHECKS", "DEFAULT_ARMS", "EAGLE3_ARMS", "LlamaServerPeer", "ServerArm"]
+__all__ = ["ARM_NAMES", "CHECKS", "DEFAULT_ARMS", "DFLASH_ARMS", "EAGLE3_ARMS", "MTP_ARMS",
+           "LlamaServerPeer", "ServerArm"]
