@@ -119,6 +119,9 @@ def sampled_distribution(arm, sampled: Sampled) -> Outcome:
         verdict = one.judge(spec, where=where)
     except AssertionError as error:
         return failed(f"one-sample: {error}{counted}")
+    except NotCovered as error:  # the plain server listed logprobs, the speculative did not
+        return failed(f"one-sample: the speculative server's answers cannot be read as the "
+                      f"plain server's were: {error}{counted}")
     return passed(f"one-sample ({one.describe()}): {verdict}{counted}")
 
 
