@@ -66,6 +66,8 @@ class Sampled:
             raise ValueError(f"S1's temperature must be > 0, got {self.temperature!r}")
         if self.top_k < 0:
             raise ValueError(f"S1's top_k must be >= 0, got {self.top_k!r}")
+        if self.delta is not None and not 0 < self.delta < 1:  # refused before any request
+            raise ValueError(f"S1's delta must be in (0, 1), got {self.delta!r}")
 
     def two_sample(self) -> TwoSampleEvents:
         return TwoSampleEvents(max_outcomes=SAMPLED_OUTCOMES + 1,

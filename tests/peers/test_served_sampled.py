@@ -82,7 +82,8 @@ def test_what_is_not_covered_says_why(pilot, top_k, why):
 
 
 def test_bad_arguments_are_typed_errors_naming_the_value():
-    """An empty pilot and a temperature that is not > 0 are ValueErrors naming the value."""
+    """An empty pilot, a temperature that is not > 0 and a TV outside (0, 1) are ValueErrors
+    naming the value."""
     with pytest.raises(ValueError, match="needs pilot answers"):
         plain_distribution([], temperature=1.0, top_k=2, kept=2)
     with pytest.raises(ValueError, match="temperature > 0, got 0"):
@@ -91,6 +92,8 @@ def test_bad_arguments_are_typed_errors_naming_the_value():
 
     with pytest.raises(ValueError, match="S1's temperature must be > 0, got -1"):
         Sampled(temperature=-1)
+    with pytest.raises(ValueError, match=r"S1's delta must be in \(0, 1\), got 1.5"):
+        Sampled(delta=1.5)
 
 
 def test_the_pilot_is_held_to_its_own_logprobs():
