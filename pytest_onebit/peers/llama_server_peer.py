@@ -24,9 +24,20 @@ llama.cpp's own converter from onebit's speculators export (`eagle3_drafts`):
   docs/heads.md; the contract needs no good draft);
 - `draft-eagle3-random`: a seeded random head of the same shapes: nearly every draft rejected.
 
-They run only when asked for by name (`--arm draft-eagle3`), and need the llama.cpp source
-tree the binary was built from (`--llama-cpp-src`, `$ONEBIT_LLAMA_CPP_SRC`, or found above the
-binary), torch and transformers; without them the peer cannot run (exit 2, the reason said).
+and the block drafters (docs/peers.md, "The MTP, DFlash and DSpark arms"):
+
+- `draft-mtp` / `draft-mtp-random`: `--spec-type draft-mtp`, whose MTP block lives in the
+  target's own GGUF and only for architectures with an MTP graph (not SmolLM2's llama), so
+  these arms hold a fabricated glm4moe target with one (`mtp_drafts`: a head that proposes
+  the trunk's bigram guess, often accepted, and a random one), each against a plain server
+  started on that same file;
+- `draft-dflash` / `draft-dspark`: a random DFlash draft (and the same with DSpark's Markov
+  head) for the target, converted by llama.cpp's converter (`dflash_drafts`).
+
+They run only when asked for by name (`--arm draft-eagle3`), and (but the MTP arms) need the
+llama.cpp source tree the binary was built from (`--llama-cpp-src`, `$ONEBIT_LLAMA_CPP_SRC`,
+or found above the binary), torch and transformers; without them the peer cannot run (exit
+2, the reason said).
 
 Every arm must give exactly the plain server's greedy token ids. The checks the OpenAI arm
 defines (`openai_peer`, I10-eos among them) run on both endpoints, `/v1/completions` and

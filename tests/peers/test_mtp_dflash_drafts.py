@@ -216,3 +216,34 @@ def test_the_peer_holds_the_new_arms_only_by_name_and_stops_without_the_tree(cap
     assert status == 2
     assert "cannot make the dflash drafts" in report["unavailable"]
     assert "no-llama.cpp" in report["unavailable"]
+
+
+@pytest.mark.slow
+def test_the_mtp_arm_runs_on_the_fabricated_target_and_accepts_drafts(capsys):
+    """Where a llama-server binary and SmolLM2 (the vocabulary source) are here:
+    `--arm draft-mtp` loads the fabricated target with its MTP block, both servers on it,
+    and its greedy answers and context edge are the plain server's; the server's own counters
+    say drafts were made and some accepted (the bigram head proposes the trunk's guess), so
+    the accept and the rollback paths both ran. About 1 min."""
+    from onebit.cli import main
+    from onebit.hub import skip_unless_cached
+    from pytest_onebit.peers.server_process import ServerFailed, find_server
+
+    try:
+        binary = find_server()
+    except ServerFailed as error:
+        pytest.skip(str(error))
+    if binary is None:
+        pytest.skip("no llama-server binary (--server-bin, $ONEBIT_LLAMA_SERVER or PATH; "
+                    "docs/tools.md)")
+    skip_unless_cached("smollm2")
+    status = main(["peer", "llama-server", "--format", "json", "--arm", "draft-mtp",
+                   "--check", "A1-drafted", "--check", "I1-text", "--check", "I11-context"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0, report["checks"]
+    for check in ("I1-text", "I11-context"):
+        assert report["checks"][check]["status"] == "passed", report["checks"][check]
+    drafted = report["checks"]["A1-drafted"]["arms"]["draft-mtp"]
+    assert drafted["status"] == "passed", drafted
+    kept, made = (int(x) for x in drafted["detail"].split(" ")[0].split("/"))
+    assert made > 0 and 0 < kept < made, drafted["detail"]
