@@ -121,8 +121,9 @@ def read_gguf(path: str | Path, *, keep_blocks: bool = False) -> GGUFContents:
     `keep_blocks`: 2-D Q8_0 / Q4_0 / Q4_1 tensors stay in their blocks (a `Stored` of kind
     "q8_0" / "q4_0" / "q4_1", uint8 rows of blocks; onebit/models/blocks.py) for the integer
     kernel, instead of being dequantised here; Q5_0 ones become Q8_0 blocks of the same
-    values (`blocks.q5_0_as_q8_0`) and Q4_K ones q4_1f blocks (`blocks.q4_k_as_q4_1f`). Their
-    float form, when asked for, is the same values bit for bit."""
+    values (`blocks.q5_0_as_q8_0`), Q4_K ones q4_1f blocks (`blocks.q4_k_as_q4_1f`) and Q6_K
+    ones q8_16f blocks (`blocks.q6_k_as_q8_16f`). Their float form, when asked for, is the same
+    values bit for bit."""
     path = Path(path)
     source = str(path)
     header, reader, metadata = read_metadata(path)
@@ -162,6 +163,8 @@ def read_gguf(path: str | Path, *, keep_blocks: bool = False) -> GGUFContents:
                 values = blocks.q5_0_as_q8_0(values, *info.shape)
             elif ggml == "Q4_K":
                 values = blocks.q4_k_as_q4_1f(values, *info.shape)
+            elif ggml == "Q6_K":
+                values = blocks.q6_k_as_q8_16f(values, *info.shape)
         else:
             kind, values = "float", _values(views[name], info)
         if arch == "llama" and name.endswith(("attn_q.weight", "attn_k.weight")):

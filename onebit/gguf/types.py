@@ -159,15 +159,22 @@ def _q5_k(b: np.ndarray) -> np.ndarray:
     return (d * q.astype(np.float32) - m).reshape(-1, 256)
 
 
-def _q6_k(b: np.ndarray) -> np.ndarray:
+def q6_k_parts(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A Q6_K block's codes and scales: int8 `[n, 16, 16]` (each group of 16 elements' codes
+    q - 32, in -32..31, element order) and float32 `[n, 16]` (d * scale of each group, a
+    float16 times an int8, which float32 holds exactly)."""
     ql = b[:, :128].reshape(-1, 2, 1, 64)
     low = np.concatenate([ql & 0x0F, ql >> 4], axis=2).reshape(-1, 2, 4, 32)
     qh = b[:, 128:192].reshape(-1, 2, 1, 32)
     high = (qh >> np.array([0, 2, 4, 6], dtype=np.uint8)[None, None, :, None]) & 3
-    q = ((low | (high << 4)).astype(np.int8) - 32).reshape(-1, 16, 16).astype(np.float32)
-    scales = b[:, 192:208].view(np.int8).astype(np.float32)
-    d = (_f16(b, 208) * scales)[:, :, None]
-    return (d * q).reshape(-1, 256)
+    q = ((low | (high << 4)).astype(np.int8) - 32).reshape(-1, 16, 16)
+    scales = np.ascontiguousarray(b[:, 192:208]).view(np.int8).astype(np.float32)
+    return q, _f16(b, 208) * scales
+
+
+def _q6_k(b: np.ndarray) -> np.ndarray:
+    q, d = q6_k_parts(b)
+    return (d[:, :, None] * q.astype(np.float32)).reshape(-1, 256)
 
 
 _DECODERS = {"Q8_0": _q8_0, "Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1,

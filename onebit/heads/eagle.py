@@ -441,7 +441,8 @@ class EagleHead(SamplingDrafter):
         from onebit.models import int8_kernel
 
         lm = base.lm_head_subset_blocks(self.d2t)
-        if lm is None or lm.kind not in int8_kernel.KIND_IDS:
+        # the chain builds one correction a block of 32 for its lm_head product
+        if lm is None or lm.kind not in int8_kernel.PER_BLOCK_KINDS:
             return None
         if self.lm_kind is not None and lm.kind != self.lm_kind:
             lm = _requantised(base, self.d2t, self.lm_kind)

@@ -1,4 +1,5 @@
-"""Weights kept in ggml's blocks of 32: the stored kinds "q8_0", "q4_0", "q4_1" and "q4_1f".
+"""Weights kept in ggml's blocks of 32: the stored kinds "q8_0", "q4_0", "q4_1", "q4_1f" and
+"q8_16f".
 
 A GGUF weight of one of these types can be kept as the file stores it instead of being
 dequantised at load (`read_gguf(path, keep_blocks=True)`, which `load_gguf` asks for when the
@@ -13,6 +14,9 @@ Block layouts (little-endian; d and m are float16):
 - q4_1f: 24 bytes: d, m as float32, 16 bytes of nibbles; w = d * q + m (not a ggml type: a
   Q4_K sub-block, whose scale and min are a float16 times a 6-bit integer, which float16
   cannot always hold and float32 always can; `q4_k_as_q4_1f`)
+- q8_16f: 40 bytes: d0, d1 as float32, 32 int8 codes q; w = d0 * q for elements 0..15 and
+  d1 * q for 16..31 (not a ggml type: two Q6_K groups of 16, each with its own scale, a
+  float16 times an int8; `q6_k_as_q8_16f`)
 where element j < 16 of a block is the low nibble of byte j and element j >= 16 the high
 nibble of byte j - 16.
 
@@ -20,7 +24,8 @@ Everything that is not the integer kernel reads these weights in float: `dequant
 onebit.gguf.types' decoder (the dequantise-at-load path's), so the float cache of a block weight
 is bit for bit the weight the float path loads. `BlockWeight` is the form the integer kernel
 (int8_kernel.py) reads: the codes and the float16 scale bits split into contiguous arrays, the
-same bytes as the file (4.5 bits a weight for q4_0, 5 for q4_1, 8.5 for q8_0).
+same bytes as the file (4.5 bits a weight for q4_0, 5 for q4_1, 8.5 for q8_0; 6 for q4_1f and
+10 for q8_16f, whose scales are float32).
 """
 
 from __future__ import annotations
@@ -34,15 +39,20 @@ from onebit.models.errors import ModelFileError
 BLOCK = 32
 # kind -> (ggml type id, bytes per block, bytes of scales before the codes)
 KINDS: dict[str, tuple[int, int, int]] = {"q8_0": (8, 34, 2), "q4_0": (2, 18, 2),
-                                          "q4_1": (3, 20, 4), "q4_1f": (-1, 24, 8)}
+                                          "q4_1": (3, 20, 4), "q4_1f": (-1, 24, 8),
+                                          "q8_16f": (-1, 40, 8)}
 # the kinds whose d (and m) are float32 rather than float16
-FLOAT_SCALES = frozenset({"q4_1f"})
+FLOAT_SCALES = frozenset({"q4_1f", "q8_16f"})
+# the kinds with a scale per 16 elements (two a block of 32) rather than one per block
+HALF_SCALES = frozenset({"q8_16f"})
+# the kinds whose codes are 8-bit (the rest hold nibbles)
+BYTE_CODES = frozenset({"q8_0", "q8_16f"})
 # ggml type name -> stored kind: the types kept in their blocks
 FROM_GGML = {"Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_1": "q4_1"}
 # ggml type name -> stored kind: types the integer kernel reads after a change of layout that
 # keeps every value (Q5_0's codes are Q8_0 codes under the same scale; a Q4_K sub-block is a
 # q4_1f block)
-CONVERTED = {"Q5_0": "q8_0", "Q4_K": "q4_1f"}
+CONVERTED = {"Q5_0": "q8_0", "Q4_K": "q4_1f", "Q6_K": "q8_16f"}
 
 
 def is_block_kind(kind: str) -> bool:
@@ -86,6 +96,22 @@ def q4_k_as_q4_1f(raw: np.ndarray, out: int, n_in: int) -> np.ndarray:
     blocks_f[:, :, 4:8] = m.astype("<f4")[:, :, None].view(np.uint8)
     blocks_f[:, :, 8:] = q[:, :, :16] | (q[:, :, 16:] << np.uint8(4))
     return blocks_f.reshape(out, -1)
+
+
+def q6_k_as_q8_16f(raw: np.ndarray, out: int, n_in: int) -> np.ndarray:
+    """Q6_K rows (210-byte super-blocks of 256: 6-bit codes, sixteen int8 group scales, a
+    float16 d) as q8_16f rows (eight 40-byte blocks a super-block), value for value: group g
+    of 16 elements holds w = (d * sc_g) * (q - 32), which is block g // 2's scale g % 2 times
+    the 8-bit code q - 32. d * sc_g is a float16 times an int8, exact in float32, so the float
+    form is the file's dequantised values bit for bit."""
+    from onebit.gguf.types import q6_k_parts
+
+    b = np.asarray(raw, np.uint8).reshape(out * (n_in // 256), 210)
+    q, d = q6_k_parts(b)  # [n, 16, 16] int8, [n, 16] float32
+    blocks_h = np.empty((b.shape[0], 8, 40), np.uint8)
+    blocks_h[:, :, 0:8] = np.ascontiguousarray(d.astype("<f4")).view(np.uint8).reshape(-1, 8, 8)
+    blocks_h[:, :, 8:] = np.ascontiguousarray(q).view(np.uint8).reshape(-1, 8, 32)
+    return blocks_h.reshape(out, -1)
 
 
 # The integer kernel's vector loads (64 bytes of a group's codes, 16 scales) start at
@@ -144,8 +170,10 @@ def check_finite(name: str, data: np.ndarray, kind: str, dtype: np.dtype, file: 
     scales = _scales(data, kind)
     bad = ~np.isfinite(scales).all(axis=2)
     if not bad.any():
-        top = {"q8_0": 128.0, "q4_0": 8.0, "q4_1": 15.0, "q4_1f": 15.0}[kind]
-        extent = np.abs(scales[:, :, 0]).astype(np.float64) * top
+        top = {"q8_0": 128.0, "q4_0": 8.0, "q4_1": 15.0, "q4_1f": 15.0, "q8_16f": 32.0}[kind]
+        # q8_16f: the larger of its block's two scales
+        scale = np.abs(scales).max(axis=2) if kind in HALF_SCALES else np.abs(scales[:, :, 0])
+        extent = scale.astype(np.float64) * top
         if kind in ("q4_1", "q4_1f"):
             extent += np.abs(scales[:, :, 1])
         bad = extent > float(np.finfo(dtype).max)
@@ -160,6 +188,11 @@ def dequantize(data: np.ndarray, kind: str, shape: tuple[int, int]) -> np.ndarra
     """The float32 weight the blocks hold: the dequantise-at-load path's values, bit for bit."""
     from onebit.gguf.types import dequantize as ggml_dequantize
 
+    if kind == "q8_16f":  # d_half * q in float32, as ggml's Q6_K decoder computes it
+        b = np.asarray(data, np.uint8).reshape(-1, 40)
+        scales = np.ascontiguousarray(b[:, :8]).view("<f4").astype(np.float32)  # [n, 2]
+        q = np.ascontiguousarray(b[:, 8:]).view(np.int8).astype(np.float32).reshape(-1, 2, 16)
+        return (scales[:, :, None] * q).reshape(shape)
     if kind == "q4_1f":  # d * q + m in float32, as ggml's Q4_K decoder computes (d q) - (-m)
         b = np.asarray(data, np.uint8).reshape(-1, 24)
         scales = np.ascontiguousarray(b[:, :8]).view("<f4").astype(np.float32)
@@ -221,9 +254,10 @@ def _half_scales(scales: np.ndarray, mins: np.ndarray, convention: str,
 @dataclass(frozen=True)
 class BlockWeight:
     """A block weight as the integer kernel reads it. `codes`: uint8 `[out, in / 2]` nibble
-    bytes (q4_0 / q4_1 / q4_1f, 16 per block) or int8 `[out, in]` (q8_0); `d`, `m`: the float16
-    bit patterns `[out, in / 32]` (uint16; float32 values for q4_1f) of each block's scale and
-    (q4_1 / q4_1f) min, `m` empty otherwise."""
+    bytes (q4_0 / q4_1 / q4_1f, 16 per block) or int8 `[out, in]` (q8_0, q8_16f); `d`, `m`: the
+    float16 bit patterns `[out, in / 32]` (uint16; float32 values for q4_1f) of each block's
+    scale and (q4_1 / q4_1f) min, `m` empty otherwise; q8_16f's `d` is float32 `[out, in / 16]`,
+    a scale per 16 elements."""
 
     kind: str
     shape: tuple[int, int]
@@ -243,8 +277,12 @@ class BlockWeight:
         size, head = KINDS[kind][1:]
         raw = np.asarray(data).reshape(out, n_in // BLOCK, size)
         codes = np.ascontiguousarray(raw[:, :, head:]).reshape(out, -1)
-        if kind == "q8_0":
+        if kind in BYTE_CODES:
             codes = codes.view(np.int8)
+        if kind in HALF_SCALES:  # two scales a block, no min
+            d = np.ascontiguousarray(raw[:, :, 0:8]).view("<f4").reshape(out, -1)
+            return cls(kind, (int(out), int(n_in)), codes, d.astype(np.float32),
+                       np.zeros((out, 0), np.float32))
         if kind in FLOAT_SCALES:
             d = np.ascontiguousarray(raw[:, :, 0:4]).view("<f4").reshape(out, -1)
             m = np.ascontiguousarray(raw[:, :, 4:8]).view("<f4").reshape(out, -1)

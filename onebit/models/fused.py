@@ -97,8 +97,10 @@ def unfit_reason(model) -> str | None:
              for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
                           "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
     kinds = {name: model.weights.block_kind(name) for name in names}
-    if any(kind not in int8_kernel.KIND_IDS for kind in kinds.values()):
-        return "not every layer matrix is stored in q8_0 / q4_0 / q4_1 (or Q4NX) blocks"
+    # one correction a block of 32: q8_16f (Q6_K's scale per 16) runs on the layer's products
+    if any(kind not in int8_kernel.PER_BLOCK_KINDS for kind in kinds.values()):
+        return ("not every layer matrix is stored in q8_0 / q4_0 / q4_1 / q4_1f (or Q4NX) "
+                "blocks")
     for i in range(c.num_hidden_layers):
         p = f"model.layers.{i}."
         for group in (ATTENTION, MLP_IN):
@@ -186,6 +188,12 @@ class FusedStack:
         shape = (self.sequences, L, Hkv, self.capacity, D)
         self.keys = np.zeros(shape, np.float32)
         self.values = np.zeros(shape, np.float32)
+
+    def free(self, sequence: int) -> None:
+        """Forget what sequence `sequence` holds (its caches are indexed by position, so the
+        next rows overwrite before they read; zeroed all the same)."""
+        self.keys[sequence] = 0.0
+        self.values[sequence] = 0.0
 
     def ensure_capacity(self, length: int) -> None:
         if length <= self.capacity:

@@ -20,6 +20,8 @@ Then for row r and output o, with the weight block b holding codes c_j and scale
     v_b = sum_j c_j q_j     an exact int32, taken to float32 exactly (|v_b| <= 32 * 128 * 127)
           (q8_0: c = q; q4_0: c = nibble - 8; q4_1 and q4_1f: c = nibble)
     acc = fma(v_b, dw_b * dx_b, acc)       for b = 0, 1, .., nb - 1 in order, from acc = 0
+          (q8_16f: v_b0 and v_b1 over the block's two halves of 16, each with its own scale:
+          acc = fma(v_b0, dw_b0 * dx_b, acc), then fma(v_b1, dw_b1 * dx_b, acc))
     m   = fma(mw_b, sx_b, m)               likewise (q4_1, q4_1f; m = 0 otherwise)
     y   = acc + m
     all in float32 (dw_b * dx_b rounded to float32, fma rounded once).
@@ -71,7 +73,10 @@ GROUP = 16
 # contiguous spans of tasks a parallel product makes per thread (spans_kernel): a few, so a
 # thread that started late can still take another, and few calls
 SPANS_PER_THREAD = 4
-KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_1f": 3}
+KIND_IDS = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_1f": 3, "q8_16f": 4}
+# the kinds with one scale and one correction a block of 32, which compiled callers that build
+# their own corrections (the fused stack, the draft head's chain) can run; q8_16f has two
+PER_BLOCK_KINDS = ("q8_0", "q4_0", "q4_1", "q4_1f")
 # how many bytes ahead of the block it multiplies a tile asks for its group's codes: a hint
 # for a decode step, whose weights come from memory (against no prefetch, an A/B on SmolLM2
 # moved within its noise: 0.87 [0.66 .. 1.43] a step, 1.19 [0.75 .. 1.35] a verify of 8)
@@ -215,7 +220,7 @@ def _range_kernel(kind: int, form: str) -> Callable:
     got = _compiled.get(key)
     if got is not None:
         return got
-    name = ("q8_0", "q4_0", "q4_1", "q4_1f")[kind]
+    name = ("q8_0", "q4_0", "q4_1", "q4_1f", "q8_16f")[kind]
     namespace = dict(block_ops(form), fma=kernels._tiled_intrinsics()["fma"])
     # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
     namespace.update(__name__=__name__, np=np, GROUP=GROUP, WITH_MIN=kind in (2, 3),
@@ -241,7 +246,7 @@ def _product_kernel(kind: int, parallel: bool, form: str | None = None) -> Calla
 
     tasks_of = njit(inline="always")(tasks)
     ranged = _range_kernel(kind, form)
-    corrections = block_corrections_kernel()
+    corrections = block_corrections_kernel(half=kind == KIND_IDS["q8_16f"])
     factor = correction_factor(kind)
 
     if parallel:
@@ -273,13 +278,32 @@ def correction_factor(kind: int) -> int:
     """What a row's block starts from, per activation sum: q8_0's codes are stored plus 128 and
     q4_0's as nibbles (their value plus 8), so their blocks start at -128 and -8 times the
     block's activation sum; 0 for q4_1, whose nibbles are the values."""
-    return (128, 8, 0, 0)[kind]
+    return (128, 8, 0, 0, 128)[kind]
 
 
-def block_corrections_kernel() -> Callable:
+def block_corrections_kernel(half: bool = False) -> Callable:
     """The compiled `block_corrections(xq, dx [R, nb], factor) -> int32 [R, nb]`: -factor
     times each row's block sum of int8 activations (made once per product). With factor 0
-    (q4_1, which never reads it) it is an empty [R, 0]: nothing to fill on every product."""
+    (q4_1, which never reads it) it is an empty [R, 0]: nothing to fill on every product.
+    With `half`, `-> int32 [R, 2 nb]`: the sums of each block's two halves of 16 (q8_16f, a
+    scale per half)."""
+    if half:
+        got = _compiled.get("half corrections")
+        if got is None:
+            def half_corrections(xq, dx, factor):  # pragma: no cover - compiled
+                rows, nb = dx.shape
+                out = np.zeros((rows, 2 * nb), np.int32)
+                for r in range(rows):
+                    for h in range(2 * nb):
+                        total = np.int32(0)
+                        for j in range(16):
+                            total += np.int32(xq[(r * nb * 2 + h) * 16 + j])
+                        out[r, h] = -factor * total
+                return out
+
+            got = _compiled["half corrections"] = kernel_cache.jit(half_corrections, ("half",),
+                                                                   nogil=True)
+        return got
     got = _compiled.get("corrections")
     if got is None:
         def block_corrections(xq, dx, factor):  # pragma: no cover - compiled
@@ -365,7 +389,7 @@ def grouped_arrays(kind: str, codes: np.ndarray, d: np.ndarray,
     step = width // nb if nb else 0
     whole = out // GROUP * GROUP
     raw = np.asarray(codes)
-    if kind == "q8_0":
+    if kind in ("q8_0", "q8_16f"):
         raw = (raw.view(np.int8).astype(np.int16) + 128).astype(np.uint8)
     raw = raw.view(np.uint8)
     packed = aligned_empty((out, width), np.uint8)

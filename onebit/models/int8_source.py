@@ -32,7 +32,7 @@ from __future__ import annotations
 
 _RANGE = """
 def product_range(codes, d16, m16, table, xq, dx, sx, corr, out, t_lo, t_hi):
-    n_out, nb = d16.shape
+{shape}
     n_rows, n_in = out.shape[0], nb * 32
     width = codes.shape[1]  # code bytes of one output: nb * 32 (q8_0) or nb * 16 (q4)
     flat = codes.reshape(-1)
@@ -43,7 +43,7 @@ def product_range(codes, d16, m16, table, xq, dx, sx, corr, out, t_lo, t_hi):
     groups = n_out // GROUP
     for g in range(t_lo, min(t_hi, groups)):
         first = g * GROUP * width  # the group's codes: block by block, GROUP * width / nb each
-        scales = g * GROUP * nb
+        scales = g * GROUP * {scale_cols}
         r = 0
         while r < n_rows:
             left = n_rows - r
@@ -55,13 +55,24 @@ def product_range(codes, d16, m16, table, xq, dx, sx, corr, out, t_lo, t_hi):
                 acc = np.float32(0)
                 m = np.float32(0)
                 for b in range(nb):
-                    v = np.int32(0)
+{block_sum}
+                out[r, o] = acc + m
+"""
+
+# A block of the scalar tail: its exact integer sum, then the fma (and q4_1's min term)
+_BLOCK_SUM = """                    v = np.int32(0)
 {scalar}
                     acc = fma(np.float32(v), {d_scalar} * dx[r, b], acc)
                     if WITH_MIN:
-                        m = fma({m_scalar}, sx[r, b], m)
-                out[r, o] = acc + m
-"""
+                        m = fma({m_scalar}, sx[r, b], m)"""
+
+# q8_16f's: each half of the block its own integer sum and its own scale, the halves in order
+_HALF_BLOCK_SUM = """                    for h in range(2):
+                        v = np.int32(0)
+                        for j in range(16):
+                            x0 = r * n_in + b * 32 + h * 16 + j
+                            v += (np.int32(flat[w0 + b * 32 + h * 16 + j]) - 128) * np.int32(xq[x0])
+                        acc = fma(np.float32(v), d16[o, 2 * b + h] * dx[r, b], acc)"""
 
 _TILE = """
             {test}:
@@ -70,7 +81,7 @@ _TILE = """
                     at = first + b * GROUP * (width // nb)
 {prefetch}
 {codes}
-                    dw = halves(d_flat, scales + b * GROUP)
+{scale_loads}
 {mins}
 {rows}
 {store}
@@ -102,9 +113,10 @@ def range_source(kind: str) -> str:
     A block of a group: q8_0's 8 chunks of 64 bytes (chunk t: codes 4t .. 4t + 3 of each
     output), or q4's 4 chunks whose low nibbles are chunks 0..3 and high nibbles chunks 4..7
     (codes 16 + 4t ..); chunk t meets the row's activations at 4t within the block."""
-    q8 = kind == "q8_0"
+    q8 = kind in ("q8_0", "q8_16f")
     with_min = kind in ("q4_1", "q4_1f")
-    float_scales = kind == "q4_1f"
+    float_scales = kind in ("q4_1f", "q8_16f")
+    half_scales = kind == "q8_16f"
     if q8:
         codes = [f"                    c{t} = codes_raw(flat, at + {64 * t})" for t in range(8)]
     else:
@@ -113,6 +125,8 @@ def range_source(kind: str) -> str:
                  for t in range(4)]
 
     def rows(k: int) -> str:
+        if half_scales:
+            return half_rows(k)
         lines = []
         for i in range(k):
             # q8_0 / q4_0 codes go in as unsigned (plus 128 / plus 8): the row's block starts
@@ -131,6 +145,23 @@ def range_source(kind: str) -> str:
                              f"min{i})")
         return "\n".join(lines)
 
+    def half_rows(k: int) -> str:
+        # q8_16f: chunks 0..3 (codes 0..15) and 4..7 (16..31) are the two chains, each from its
+        # half's correction, each times its own scale; the first half's fma first
+        lines = []
+        for i in range(k):
+            corr = f"corr_flat[(r + {i}) * n_scales + 2 * b"
+            lines += [f"                    x{i} = (r + {i}) * n_in + b * 32",
+                      f"                    even = dot4(isplat({corr}]), c0, xq, x{i})",
+                      f"                    odd = dot4(isplat({corr} + 1]), c4, xq, x{i} + 16)"]
+            for t in (1, 2, 3):
+                lines += [f"                    even = dot4(even, c{t}, xq, x{i} + {4 * t})",
+                          f"                    odd = dot4(odd, c{t + 4}, xq, x{i} + {16 + 4 * t})"]
+            lines += [f"                    acc{i} = fma(tofloat({chain}), fmul({scale}, "
+                      f"fsplat(dx[r + {i}, b])), acc{i})"
+                      for chain, scale in (("even", "dw"), ("odd", "dw1"))]
+        return "\n".join(lines)
+
     def zeros(k: int) -> str:
         return "\n".join(f"                acc{i} = fzero()"
                          + (f"\n                min{i} = fzero()" if with_min else "")
@@ -141,6 +172,11 @@ def range_source(kind: str) -> str:
                          + (f"fadd(acc{i}, min{i}))" if with_min else f"acc{i})")
                          for i in range(k))
 
+    if half_scales:  # the block's two halves' scales, 16 outputs each
+        scale_loads = ("                    dw = halves(d_flat, scales + 2 * b * GROUP)\n"
+                       "                    dw1 = halves(d_flat, scales + (2 * b + 1) * GROUP)")
+    else:
+        scale_loads = "                    dw = halves(d_flat, scales + b * GROUP)"
     tiles = []
     sizes = ((8, "if left >= 8"), *((k, f"elif left == {k}") for k in (7, 6, 5, 4, 3, 2)),
              (1, "else"))
@@ -150,7 +186,15 @@ def range_source(kind: str) -> str:
             prefetch="\n".join(f"                    prefetch(flat, at + AHEAD + {64 * t})"
                                 for t in range(8 if q8 else 4)),
             mins="                    mw = halves(m_flat, scales + b * GROUP)" if with_min
-            else ""))
-    return _RANGE.format(tiles="".join(tiles), scalar=_SCALAR["q8_0" if q8 else "q4"],
-                         d_scalar="d16[o, b]" if float_scales else "table[d16[o, b]]",
-                         m_scalar="m16[o, b]" if float_scales else "table[m16[o, b]]")
+            else "", scale_loads=scale_loads))
+    if half_scales:
+        block_sum = _HALF_BLOCK_SUM
+    else:
+        block_sum = _BLOCK_SUM.format(
+            scalar=_SCALAR["q8_0" if q8 else "q4"],
+            d_scalar="d16[o, b]" if float_scales else "table[d16[o, b]]",
+            m_scalar="m16[o, b]" if float_scales else "table[m16[o, b]]")
+    return _RANGE.format(tiles="".join(tiles), block_sum=block_sum,
+                         shape=("    n_out, n_scales = d16.shape\n    nb = n_scales // 2"
+                                if half_scales else "    n_out, nb = d16.shape"),
+                         scale_cols="n_scales" if half_scales else "nb")

@@ -25,10 +25,10 @@ KINDS = tuple(blocks.KINDS)
 LINE2_KINDS = [pytest.param(k, marks=() if k == "q4_1" else pytest.mark.slow) for k in KINDS]
 SMOLLM2_KINDS = [pytest.param(k, marks=() if k in ("q4_1", "q8_0") else pytest.mark.slow)
                  for k in KINDS]
-# the formula check also runs q4_1f (Gemma 3's Q4_K layers) in line 2: its float32 scales are
-# the one place its kernel differs from q4_1's
-FORMULA_KINDS = [pytest.param(k, marks=() if k in ("q4_1", "q8_0", "q4_1f") else pytest.mark.slow)
-                 for k in KINDS]
+# the formula check also runs q4_1f and q8_16f (Gemma 3's Q4_K and Q6_K layers) in line 2: their
+# float32 scales, and q8_16f's two a block, are where their kernels differ from q4_1's and q8_0's
+FORMULA_KINDS = [pytest.param(k, marks=() if k in ("q4_1", "q8_0", "q4_1f", "q8_16f")
+                              else pytest.mark.slow) for k in KINDS]
 LINE2_FORMS = [pytest.param(f, marks=() if f == int8_kernel.lanes_form() else pytest.mark.slow)
                for f in ("vnni", "vnni512")]
 
@@ -198,6 +198,13 @@ def _formula(weight: blocks.BlockWeight, row: np.ndarray, o: int) -> np.float32:
     nb = weight.shape[1] // 32
     acc = m = np.float32(0)
     for b in range(nb):
+        if weight.kind in blocks.HALF_SCALES:  # each half of 16 its own sum and scale
+            for h in range(2):
+                at = b * 32 + h * 16
+                c = weight.codes[o, at:at + 16].astype(np.int64)
+                v = int((c * xq[at:at + 16].astype(np.int64)).sum())
+                acc = fma(v, np.float32(table(weight.d[o, 2 * b + h]) * dx[0, b]), acc)
+            continue
         if weight.kind == "q8_0":
             c = weight.codes[o, b * 32:(b + 1) * 32].astype(np.int64)
         else:
@@ -225,7 +232,7 @@ def _check_formula(kind: str, n_in: int) -> None:
     raw = random_blocks(kind, out, n_in, seed=5)
     weight = blocks.BlockWeight.from_stored(raw, kind, (out, n_in))
     for o in (0, 33):  # in a group and past the groups
-        if kind == "q8_0":
+        if kind in blocks.BYTE_CODES:
             weight.codes[o, :32] = -128  # the one code whose magnitude is 128
             weight.codes[o + 1, :32] = 127
         else:

@@ -32,15 +32,15 @@ def made(tmp_path):
     return make
 
 
-@pytest.mark.parametrize("matrix_type", (*TYPES, "Q5_0", "Q4_K"))
+@pytest.mark.parametrize("matrix_type", (*TYPES, "Q5_0", "Q4_K", "Q6_K"))
 def test_Q6_blocks_kept_and_their_float_form_exact(made, matrix_type):
     """With keep_blocks, every matrix is stored as its kind's uint8 rows of blocks (in memory
     the file's bytes: 4.5 / 5 / 8.5 bits a weight; Q5_0 as Q8_0 blocks of the same values,
-    Q4_K as q4_1f blocks, float32 scales, of the same values), and the weight store's float
-    form of each is, bit for bit, the tensor the dequantise-at-load path reads; an embedding
-    row too."""
-    # Q4_K's super-blocks are 256 wide
-    sizes = dict(hidden=256, ffn=256) if matrix_type == "Q4_K" else {}
+    Q4_K as q4_1f blocks, float32 scales, and Q6_K as q8_16f blocks, a float32 scale per 16, of
+    the same values), and the weight store's float form of each is, bit for bit, the tensor the
+    dequantise-at-load path reads; an embedding row too."""
+    # the K types' super-blocks are 256 wide
+    sizes = dict(hidden=256, ffn=256) if matrix_type.endswith("_K") else {}
     path = made(matrix_type, tied=False, **sizes)
     floats = read_gguf(path).tensors
     kept = read_gguf(path, keep_blocks=True)
@@ -78,13 +78,16 @@ def test_int8_kernel_runs_the_blocks(made, matrix_type):
     assert np.array_equal(np.stack(steps), a)
 
 
-@pytest.mark.parametrize("matrix_type", RUN_TYPES)
+@pytest.mark.parametrize("matrix_type", [*RUN_TYPES, pytest.param("Q4_K", marks=pytest.mark.slow),
+                                         pytest.param("Q6_K", marks=pytest.mark.slow)])
 def test_base_contract_on_int8_path(made, matrix_type):
-    """The base contract (B1..B8) holds on a fabricated llama GGUF on the integer path."""
+    """The base contract (B1..B8) holds on a fabricated llama GGUF on the integer path (Q4_K:
+    q4_1f blocks, float32 scales, through the compiled stack; Q6_K: q8_16f blocks, through the
+    layer-by-layer products, the stack refusing them)."""
     from pytest_onebit import check_base
     from pytest_onebit.base.checks import BaseSettings
 
-    path = made(matrix_type)
+    path = made(matrix_type, **(dict(hidden=256, ffn=256) if matrix_type.endswith("_K") else {}))
     contents = read_gguf(path, keep_blocks=True)
     report = check_base(
         lambda: build_model(contents.config, contents.tensors, source=str(path), kernel="int8"),
