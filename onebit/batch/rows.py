@@ -11,7 +11,8 @@ longer means (`truncate`, after a verify's rejected drafts; `free`, before a slo
 The compiled stack's cache is indexed by position, so a rewrite at p replaces what p held and
 `truncate` has nothing to do there; a cell cache (the toy base's, llama.cpp's) would read both.
 
-`StackRows` is the adapter over a real model's compiled stack (`model.sequence_stack`).
+`StackRows` is the adapter over a real model's sequences (`model.sequence_stack`): the
+compiled stack's for the llama family, a Gemma model's own caches a sequence for Gemma.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class BatchRows(Protocol):
 
 
 class StackRows:
-    """`BatchRows` over a model's compiled stack: `slots` KV caches on the model's weights
+    """`BatchRows` over a model's `sequence_stack`: `slots` KV caches on the model's weights
     (shared, not copied). The model's own cache and committed state are never touched."""
 
     def __init__(self, model, slots: int) -> None:
@@ -67,9 +68,10 @@ class StackRows:
         make = getattr(model, "sequence_stack", None)
         stack = make(slots) if callable(make) else None
         if stack is None:
-            raise ValueError("batching needs a model with the compiled stack (kernel='int8' "
-                             "on a dense model whose layers are in ggml blocks); this one "
-                             "decodes one sequence at a time")
+            raise ValueError("batching needs a model that runs several sequences (a Gemma "
+                             "model, or the compiled stack: kernel='int8' on a dense model "
+                             "whose layers are in ggml blocks); this one decodes one sequence "
+                             "at a time")
         self.model = model
         self.stack = stack
         self._slots = slots
@@ -87,7 +89,11 @@ class StackRows:
         return limit() if callable(limit) else None
 
     def kv_bytes_per_position(self) -> int:
-        """What one position of one slot costs in the KV cache (keys and values, float32)."""
+        """What one position of one slot costs in the KV cache (keys and values, float32), at
+        most."""
+        own = getattr(self.stack, "kv_bytes_per_position", None)
+        if callable(own):
+            return int(own())
         c = self.model.config
         return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * 4
 
@@ -107,5 +113,4 @@ class StackRows:
         return None
 
     def free(self, slot: int) -> None:
-        self.stack.keys[slot] = 0.0
-        self.stack.values[slot] = 0.0
+        self.stack.free(slot)

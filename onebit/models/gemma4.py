@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -115,6 +116,55 @@ class _RopeTable:
         return out
 
 
+@dataclass(frozen=True)
+class _Run:
+    """Rows `rows` of a pass: one sequence's tokens at positions pos .. pos + len - 1, whose
+    keys and values live in the caches `k` / `v` (layer -> `[Hkv, capacity, D]`): the model's
+    own, or one sequence's of a `GemmaSequences`."""
+
+    rows: slice
+    pos: int
+    k: dict
+    v: dict
+
+
+# the most rows one sequence may bring to a pass of a `GemmaSequences` unless told: the batch
+# engine's widest pass (its default max_rows), so any prefill chunk or verify of it fits
+SEQUENCE_ROWS = 64
+
+
+class GemmaSequences:
+    """K / V caches for `sequences` independent sequences on a Gemma model's weights (shared,
+    not copied), for `sequence_rows`: each sequence's caches shaped as the model's own, with
+    sliding rings of window + `rows` slots (so a sequence may bring up to `rows` rows to a
+    pass; the module docstring says why that makes rollback free) and global caches that
+    grow. The model's own state is never touched."""
+
+    def __init__(self, model: Gemma4Model, sequences: int, rows: int = SEQUENCE_ROWS) -> None:
+        for name, value in (("sequences", sequences), ("rows", rows)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        self.model = model
+        self.sequences = sequences
+        self.rows = rows
+        self.k: list[dict[int, np.ndarray]] = []
+        self.v: list[dict[int, np.ndarray]] = []
+        for _ in range(sequences):
+            k, v = model.empty_caches(rows)
+            self.k.append(k)
+            self.v.append(v)
+
+    def free(self, sequence: int) -> None:
+        """Forget everything sequence `sequence` holds: its caches as new."""
+        self.k[sequence], self.v[sequence] = self.model.empty_caches(self.rows)
+
+    def kv_bytes_per_position(self) -> int:
+        """Bytes of keys and values one position of one sequence takes, at most (every layer
+        that owns its K/V counted, though a sliding layer's ring stops growing)."""
+        k, _ = self.model.empty_caches(self.rows)
+        return 2 * sum(cache.shape[0] * cache.shape[2] * cache.itemsize for cache in k.values())
+
+
 class Gemma4Model(DecoderBase):
     """A Gemma 4 text forward in numpy, implementing `onebit.BaseModel`.
 
@@ -173,22 +223,25 @@ class Gemma4Model(DecoderBase):
     # -- state -----------------------------------------------------------------------------------
 
     def reset(self) -> None:
-        c = self.config
         self.reset_committed()
-        self._k: dict[int, np.ndarray] = {}
-        self._v: dict[int, np.ndarray] = {}
+        self._k, self._v = self.empty_caches()
+
+    def empty_caches(self, rows: int | None = None
+                     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+        """Empty K and V caches of one sequence: for each layer that owns its K/V, a sliding
+        layer's ring of window + `rows` slots (default max_batch_rows; see the module
+        docstring), a global layer's 64 slots, which grow."""
+        c = self.config
+        slack = self._max_rows if rows is None else rows
+        k: dict[int, np.ndarray] = {}
+        v: dict[int, np.ndarray] = {}
         for layer in range(c.num_hidden_layers):
             if c.owns_kv(layer):
-                shape = (c.kv_heads[layer], self.cache_capacity(layer), c.head_dims[layer])
-                self._k[layer] = np.zeros(shape, self.dtype)
-                self._v[layer] = np.zeros(shape, self.dtype)
-
-    def cache_capacity(self, layer: int) -> int:
-        """Slots of a layer's K/V cache: a sliding layer's ring holds its window plus one
-        verify batch (see the module docstring); a global layer's starts at 64 and grows."""
-        if self.config.layer_types[layer] == SLIDING:
-            return self.config.sliding_window + self._max_rows
-        return self._k[layer].shape[1] if layer in self._k else 64
+                slots = c.sliding_window + slack if c.layer_types[layer] == SLIDING else 64
+                shape = (c.kv_heads[layer], slots, c.head_dims[layer])
+                k[layer] = np.zeros(shape, self.dtype)
+                v[layer] = np.zeros(shape, self.dtype)
+        return k, v
 
     def visible_kv(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """`[Hkv, n, D]` keys and values the next step at the committed length L reads in
@@ -201,26 +254,80 @@ class Gemma4Model(DecoderBase):
     # -- the forward -------------------------------------------------------------------------------
 
     def forward(self, tokens: list[int], pos: int) -> Pass:
+        run = _Run(slice(0, len(tokens)), pos, self._k, self._v)
+        hidden, tapped = self._rows(tokens, [run], self._taps)
+        logits = self.finish_logits(self._linear(LM_HEAD, self.head_rows(hidden)))
+        return Pass(list(tokens), pos, logits, hidden, tapped, [])
+
+    def _rows(self, tokens: list[int], runs: list[_Run],
+              taps: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The final-normed hidden rows `[R, H]` of `tokens`, each run of them at its positions
+        with its own caches (written here), and the outputs of the `taps` layers
+        `[R, len(taps), H]`: every row by the same operations whatever the runs."""
         c, R = self.config, len(tokens)
-        self._ensure_capacity(pos + R)
+        for run in runs:
+            self._ensure_capacity(run.pos + run.rows.stop - run.rows.start, run.k, run.v)
         x = np.stack([np.asarray(self.weights.embedding_row(t), self.dtype) for t in tokens])
         x = x * self._embed_scale
         ple = self._per_layer_inputs(tokens, x) if c.ple else None
-        taps: dict[int, np.ndarray] = {}
+        tapped: dict[int, np.ndarray] = {}
         for layer in range(c.num_hidden_layers):
-            x = self._layer(layer, x, pos, ple)
-            if layer in self._taps:
-                taps[layer] = x
+            x = self._layer(layer, x, runs, ple)
+            if layer in taps:
+                tapped[layer] = x
         hidden = self._rmsnorm(x, self._norms["model.norm.weight"])
-        logits = self.finish_logits(self._linear(LM_HEAD, self.head_rows(hidden)))
-        tapped = (np.stack([taps[layer] for layer in self._taps], axis=1) if self._taps
-                  else np.zeros((R, 0, c.hidden_size), self.dtype))
-        return Pass(list(tokens), pos, logits, hidden, tapped, [])
+        return hidden, (np.stack([tapped[layer] for layer in taps], axis=1) if taps
+                        else np.zeros((R, 0, c.hidden_size), self.dtype))
 
-    def _layer(self, layer: int, x: np.ndarray, pos: int, ple: np.ndarray | None) -> np.ndarray:
+    # -- several sequences at once -----------------------------------------------------------
+
+    def sequence_stack(self, sequences: int, rows: int = SEQUENCE_ROWS) -> GemmaSequences:
+        """Caches of their own for `sequences` independent sequences on this model's weights,
+        each taking up to `rows` rows a pass, for `sequence_rows` (the batch engine's slots).
+        The model's own state is not touched."""
+        return GemmaSequences(self, sequences, rows)
+
+    def sequence_rows(self, stack: GemmaSequences, tokens, positions, sequences, *,
+                      logits_of: np.ndarray | None = None, taps: tuple[int, ...] = ()):
+        """Rows of several sequences in one pass over the weights: token i at `positions[i]`
+        of sequence `sequences[i]` of `stack` (`sequence_stack`), its K / V written there, a
+        sequence's rows in position order with every earlier position already written, at most
+        the stack's `rows` of them (its sliding rings hold one such batch past the window).
+        Returns `(logits, hidden, tapped)` as the compiled stack's `sequence_rows` does: the
+        logits of the rows `logits_of` picks (default all), every row's final-normed hidden
+        row and the `taps` layers' outputs. Each row's bits are those a step of that sequence
+        alone gives: the products and norms treat rows apart, and a row's attention reads its
+        own sequence's positions in order."""
+        tokens = list(tokens)
+        positions = [int(p) for p in positions]
+        sequences = [int(s) for s in sequences]
+        if not len(tokens) == len(positions) == len(sequences):
+            raise ValueError(f"{len(tokens)} tokens, {len(positions)} positions and "
+                             f"{len(sequences)} sequences: one of each a row")
+        runs: list[_Run] = []
+        start = 0
+        for i in range(1, len(tokens) + 1):
+            if (i < len(tokens) and sequences[i] == sequences[start]
+                    and positions[i] == positions[i - 1] + 1):
+                continue
+            seq = sequences[start]
+            if not 0 <= seq < stack.sequences:
+                raise ValueError(f"sequence {seq} is not one of the stack's {stack.sequences}")
+            if i - start > stack.rows:
+                raise ValueError(f"{i - start} rows of sequence {seq} in one pass; the stack "
+                                 f"takes at most {stack.rows} a sequence")
+            runs.append(_Run(slice(start, i), positions[start], stack.k[seq], stack.v[seq]))
+            start = i
+        hidden, tapped = self._rows(tokens, runs, tuple(taps))
+        rows = hidden if logits_of is None else hidden[logits_of]
+        return (self.finish_logits(self._linear(LM_HEAD, self.head_rows(rows))), hidden,
+                tapped)
+
+    def _layer(self, layer: int, x: np.ndarray, runs: list[_Run],
+               ple: np.ndarray | None) -> np.ndarray:
         p, n = f"model.layers.{layer}.", self._norms
         h = self._rmsnorm(x, n[p + "input_layernorm.weight"])
-        attended = self._attention(layer, h, pos)
+        attended = self._attention(layer, h, runs)
         x = x + self._rmsnorm(attended, n[p + "post_attention_layernorm.weight"])
         h = self._rmsnorm(x, n[p + "pre_feedforward_layernorm.weight"])
         x = x + self._rmsnorm(self._mlp(p, h), n[p + "post_feedforward_layernorm.weight"])
@@ -282,7 +389,7 @@ class Gemma4Model(DecoderBase):
 
     # -- attention -------------------------------------------------------------------------------
 
-    def _attention(self, layer: int, h: np.ndarray, pos: int) -> np.ndarray:
+    def _attention(self, layer: int, h: np.ndarray, runs: list[_Run]) -> np.ndarray:
         c = self.config
         a = f"model.layers.{layer}.self_attn."
         R, Hq, D = h.shape[0], c.num_attention_heads, c.head_dims[layer]
@@ -290,18 +397,19 @@ class Gemma4Model(DecoderBase):
         q = self._linear(a + "q_proj.weight", h).reshape(R, Hq, D)
         if self.qk_norm:
             q = self._rmsnorm(q, self._norms[a + "q_norm.weight"])
-        q = rope.apply(q, pos)
+        q = np.concatenate([rope.apply(q[run.rows], run.pos) for run in runs])
         if self._q_scale is not None:
             q = q * self._q_scale
         source = c.kv_sources[layer]
         if source == layer:
-            self._write_kv(layer, h, pos, rope)
+            self._write_kv(layer, h, runs, rope)
         Hkv = c.kv_heads[source]
         q = q.reshape(R, Hkv, Hq // Hkv, D)
         out = np.empty(q.shape, self.dtype)
-        for i in range(R):  # row i reads what a step at pos + i would, in the same order
-            end = pos + i + 1
-            keys, values = self._window(source, self._first_visible(layer, end), end)
+        at = [(run, i) for run in runs for i in range(run.rows.start, run.rows.stop)]
+        for run, i in at:  # row i reads what a step of its sequence would, in the same order
+            end = run.pos + i - run.rows.start + 1
+            keys, values = self._window(source, self._first_visible(layer, end), end, run)
             scores = np.matmul(q[i], keys.transpose(0, 2, 1)).astype(np.float64)
             if self._attn_cap is not None:  # elementwise on this row's scores only
                 scores = np.tanh(scores / self._attn_cap) * self._attn_cap
@@ -311,22 +419,26 @@ class Gemma4Model(DecoderBase):
             out[i] = np.matmul(scores, values.astype(np.float64))
         return self._linear(a + "o_proj.weight", out.reshape(R, Hq * D))
 
-    def _write_kv(self, layer: int, h: np.ndarray, pos: int, rope: _RopeTable) -> None:
-        """Project, normalise and rotate the keys and values of R rows into the layer's cache
-        at positions pos .. pos+R-1 (all rows first; each row then reads only its own past)."""
+    def _write_kv(self, layer: int, h: np.ndarray, runs: list[_Run], rope: _RopeTable) -> None:
+        """Project, normalise and rotate the keys and values of R rows into the layer's caches,
+        each run's at its positions in its own caches (all rows first; each row then reads only
+        its own sequence's past)."""
         c = self.config
         a = f"model.layers.{layer}.self_attn."
         R, Hkv, D = h.shape[0], c.kv_heads[layer], c.head_dims[layer]
         raw_k = self._linear(a + "k_proj.weight", h).reshape(R, Hkv, D)
         raw_v = (raw_k if c.values_are_keys(layer)
                  else self._linear(a + "v_proj.weight", h).reshape(R, Hkv, D))
-        k = rope.apply(self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]) if self.qk_norm
-                       else raw_k, pos)
+        normed = (self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]) if self.qk_norm
+                  else raw_k)
         v = (raw_v / np.sqrt((raw_v * raw_v).mean(axis=-1, keepdims=True) + c.rms_norm_eps)
              if self.value_norm else raw_v)
-        slots = np.arange(pos, pos + R) % self.cache_capacity(layer)
-        self._k[layer][:, slots] = k.transpose(1, 0, 2)
-        self._v[layer][:, slots] = v.transpose(1, 0, 2)
+        for run in runs:
+            k = rope.apply(normed[run.rows], run.pos)
+            n = run.rows.stop - run.rows.start
+            slots = np.arange(run.pos, run.pos + n) % run.k[layer].shape[1]
+            run.k[layer][:, slots] = k.transpose(1, 0, 2)
+            run.v[layer][:, slots] = v[run.rows].transpose(1, 0, 2)
 
     def _first_visible(self, layer: int, end: int) -> int:
         """The first position a query at end - 1 sees in `layer`."""
@@ -334,21 +446,25 @@ class Gemma4Model(DecoderBase):
             return max(0, end - self.config.sliding_window)
         return 0
 
-    def _window(self, source: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """Positions start .. end-1 of a cache, `[Hkv, end - start, D]`, in position order."""
-        K, V = self._k[source], self._v[source]
+    def _window(self, source: int, start: int, end: int,
+                run: _Run | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Positions start .. end-1 of a cache (the model's own, or `run`'s sequence's),
+        `[Hkv, end - start, D]`, in position order."""
+        K, V = (self._k, self._v) if run is None else (run.k, run.v)
+        K, V = K[source], V[source]
         if self.config.layer_types[source] != SLIDING:
             return K[:, start:end], V[:, start:end]
         slots = np.arange(start, end) % K.shape[1]
         return K[:, slots], V[:, slots]
 
-    def _ensure_capacity(self, length: int) -> None:
-        """Grow the global layers' caches to hold `length` positions (rings never grow)."""
-        for layer, K in self._k.items():
+    def _ensure_capacity(self, length: int, k: dict, v: dict) -> None:
+        """Grow the global layers' caches `k` / `v` to hold `length` positions (rings never
+        grow)."""
+        for layer, K in k.items():
             if self.config.layer_types[layer] == SLIDING or length <= K.shape[1]:
                 continue
             size = max(length, 2 * K.shape[1])
-            for cache in (self._k, self._v):
+            for cache in (k, v):
                 grown = np.zeros((K.shape[0], size, K.shape[2]), self.dtype)
                 grown[:, : K.shape[1]] = cache[layer]
                 cache[layer] = grown

@@ -98,5 +98,5 @@ def test_a_cancelled_neighbour_changes_nobody(smollm2_int8):
 def test_a_model_without_the_compiled_stack_is_refused_by_name(smollm2_path):
     """Batching needs the compiled stack; the float kernel's model is refused with why."""
     model = onebit.load_model(smollm2_path, kernel="numpy")
-    with pytest.raises(ValueError, match="batching needs a model with the compiled stack"):
+    with pytest.raises(ValueError, match="batching needs a model that runs several sequences"):
         StackRows(model, 2)
