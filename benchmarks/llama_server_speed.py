@@ -13,6 +13,8 @@ ids, so both engines read the same tokens):
 - onebit (arm B): `benchmarks/verify_cost.py` in a fresh process, one round: a step after the
   prompt (its decode's time per token), verify(8) / step, and the 128-token prefill as the loop
   makes it (two batches of 64).
+- the floor (read_floor.py): the file's matrices over this machine's streaming read bandwidth
+  with the same threads, measured in the same round, the least time any engine's step can take.
 Prints each figure's median [min .. max] over rounds and onebit / llama.cpp round by round,
 against issue 66's targets: decode at least 1.5x llama.cpp's tokens/s (a step at most 0.67x
 its time per token), the 128-token prefill at most 0.5x its time.
@@ -27,6 +29,8 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+
+from read_floor import read_bandwidth, weight_bytes
 
 HERE = Path(__file__).resolve().parent
 PROMPT_TEXT = "Write a long explanation of how photosynthesis works in plants. " * 12
@@ -84,11 +88,14 @@ def main() -> int:
                            name="llama-server", ready_timeout=600).start()
     llama: list[dict[str, float]] = []
     onebit: list[dict[str, float]] = []
+    floors: list[float] = []
+    size = weight_bytes(model)
     try:
         llama_round(server.url, ids, 8)  # warm-up
         for r in range(args.rounds):
             llama.append(llama_round(server.url, ids, args.tokens))
             onebit.append(onebit_round(model, args.threads))
+            floors.append(size / read_bandwidth(args.threads, 1024, 1)[0] / 1e6)
             print(f"round {r + 1}: llama.cpp step {llama[-1]['step']:.2f} ms, prefill "
                   f"{llama[-1]['prefill128']:.0f} ms; onebit step {onebit[-1]['step']:.2f} ms, "
                   f"prefill {onebit[-1]['prefill128']:.0f} ms", file=sys.stderr, flush=True)
@@ -105,6 +112,9 @@ def main() -> int:
         print(f"| {label} | {spread([a[key] for a in llama])} | "
               f"{spread([b[key] for b in onebit])} | {spread(ratios, '{:.3f}')} | "
               f"at most {bound:.2f}: {met} |")
+    print(f"\nread floor ({size / 1e6:.1f} MB of matrices a token over the streaming read "
+          f"bandwidth): {spread(floors)} ms a token; 1.5x llama.cpp's tokens/s needs "
+          f"{spread([a['step'] / 1.5 for a in llama])} ms")
     tps = [a["step"] / b["step"] for a, b in zip(llama, onebit, strict=True)]
     print(f"\ndecode tokens/s, onebit / llama.cpp: {spread(tps)} (target at least 1.5)")
     print(f"onebit verify(8) / step: {spread([b['verify8'] / b['step'] for b in onebit])}")
