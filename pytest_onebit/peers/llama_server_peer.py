@@ -96,7 +96,11 @@ FIELDS = {"return_tokens": True, "verbose": True}
 KNOB_NAMES = {"repetition_penalty": "repeat_penalty"}
 SLOTS = 3          # C1-concurrent sends 3 requests at once: one slot each
 CONTEXT = 512 * SLOTS
-EDGE = 6           # I11-context: the prompt leaves this many tokens of the slot's context
+# I11-context: the prompt leaves this many tokens of the slot's context, each in turn (6
+# first). One edge is not enough: whether an accepted block falls on the context's end
+# depends on where drafting starts, and with one edge (6) the draft-mtp arm passed while 9
+# of 30 edges from 2 to 11 cut its answer short (docs/peers.md, the MTP arms)
+EDGES = (6, 2, 3, 4, 5, 7, 8, 9, 10, 11)
 DRAFT_MAX = 4      # drafts per round for a draft model (llama.cpp's default is 3)
 
 # n-gram keys of 2 tokens (llama.cpp's defaults, 12 and 24, draft nothing on short prompts)
@@ -511,14 +515,28 @@ def fresh_pair(arm: EndpointArm, body: dict) -> tuple[dict, dict]:
 
 
 def context_edge(completions: EndpointArm, served: OpenAIPeer) -> Outcome:
-    """I11-context: a prompt of the slot's context less EDGE tokens, asked for more than fit:
-    the speculative answer is plain's (ids, finish reason, or the same refusal), and prompt
-    plus answer stay within the context."""
+    """I11-context: for each edge in EDGES, a prompt of the slot's context less that many
+    tokens, asked for more than fit: the speculative answer is plain's (ids, finish reason,
+    or the same refusal), and prompt plus answer stay within the context."""
     listed = served.client.get("/v1/models")
     n_ctx = int(listed["data"][0]["meta"]["n_ctx"])
     unit = served.client.post("/tokenize", {"content": completions.prompts[0]})["tokens"]
-    prompt = (unit * (n_ctx // max(1, len(unit)) + 1))[: n_ctx - EDGE]
-    body = completions.body("", max_tokens=4 * EDGE)
+    made = []
+    for edge in EDGES:
+        prompt = (unit * (n_ctx // max(1, len(unit)) + 1))[: n_ctx - edge]
+        outcome = _edge_case(completions, prompt, n_ctx, edge)
+        if isinstance(outcome, Outcome):
+            return outcome
+        made.append(outcome)
+    return passed(f"prompts of the {n_ctx}-token slot less {', '.join(map(str, EDGES))} "
+                  f"tokens: {made} tokens, each as plain")
+
+
+def _edge_case(completions: EndpointArm, prompt: list[int], n_ctx: int,
+               edge: int) -> Outcome | int:
+    """One I11 prompt: the failure, else the number of tokens the (equal) answers hold (0
+    where both refuse it with the same status)."""
+    body = completions.body("", max_tokens=4 * edge)
     body["prompt"] = prompt
     try:
         spec = completions.ask(body, fresh=True)
@@ -528,24 +546,22 @@ def context_edge(completions: EndpointArm, served: OpenAIPeer) -> Outcome:
         plain = completions.ask(body, plain=True, fresh=True)
     except ServerError as error:
         plain = error
+    where = f"a {len(prompt)}-token prompt in a {n_ctx}-token slot (edge {edge})"
     if isinstance(plain, ServerError) or isinstance(spec, ServerError):
         if isinstance(plain, ServerError) and isinstance(spec, ServerError) \
                 and plain.status == spec.status:
-            return passed(f"both refuse a {len(prompt)}-token prompt in a {n_ctx}-token slot: "
-                          f"HTTP {plain.status}")
-        return failed(f"a {len(prompt)}-token prompt in a {n_ctx}-token slot: speculative "
-                      f"{describe(spec)}, plain {describe(plain)}")
-    if (where := _diverges(spec, plain)) is not None:
-        return failed(f"a {len(prompt)}-token prompt in a {n_ctx}-token slot: {where}")
+            return 0  # both refuse it alike: nothing generated on either
+        return failed(f"{where}: speculative {describe(spec)}, plain {describe(plain)}")
+    if (diverged := _diverges(spec, plain)) is not None:
+        return failed(f"{where}: {diverged}")
     made = len(_ids(spec) or [])
     if len(prompt) + made > n_ctx:
         return failed(f"{len(prompt)} prompt tokens + {made} generated > the slot's {n_ctx}")
     finish = spec["choices"][0].get("finish_reason")
     if finish != plain["choices"][0].get("finish_reason"):
-        return failed(f"finish_reason {finish!r} vs plain's "
+        return failed(f"{where}: finish_reason {finish!r} vs plain's "
                       f"{plain['choices'][0].get('finish_reason')!r}")
-    return passed(f"{len(prompt)}-token prompt in a {n_ctx}-token slot: {made} tokens, "
-                  f"finish {finish!r}, as plain")
+    return made
 
 
 def describe(answer) -> str:
