@@ -30,6 +30,7 @@ same bytes as the file (4.5 bits a weight for q4_0, 5 for q4_1, 8.5 for q8_0; 6 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,7 +126,9 @@ def aligned_empty(shape: int | tuple[int, ...], dtype) -> np.ndarray:
     """`np.empty(shape, dtype)` starting at a multiple of ALIGN bytes (a view of a slightly
     larger buffer)."""
     dtype = np.dtype(dtype)
-    size = int(np.prod(shape))
+    # math.prod, not np.prod: this runs for every product's quantised row, and np.prod makes
+    # an array of the shape first (a few microseconds a call, 118 calls a Gemma 3 step)
+    size = math.prod(shape) if isinstance(shape, tuple) else int(shape)
     buf = np.empty(size * dtype.itemsize + ALIGN, np.uint8)
     start = -buf.ctypes.data % ALIGN
     return buf[start:start + size * dtype.itemsize].view(dtype).reshape(shape)
