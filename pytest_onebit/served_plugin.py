@@ -1,7 +1,7 @@
 """The plugin's part for served engines: `--onebit-url`, `--onebit-plain-url`,
 `--onebit-sampled`, `--onebit-delta` and `--onebit-field` (wired into
-pytest_onebit/plugin.py), read by the pytest entry `pytest_onebit.peers.served`. Imports only
-pytest: the peer is imported by the entry's fixture, when a test asks for it."""
+pytest_onebit/plugin.py), read by the pytest entry `pytest_onebit.peers.served`, which builds
+the peer from them. Imports only pytest."""
 
 from __future__ import annotations
 
@@ -25,23 +25,3 @@ def add_served_options(group: pytest.OptionGroup) -> None:
     group.addoption("--onebit-field", action="append", default=[], metavar="KEY=VALUE",
                     help="a field sent in every request (JSON value, else a string); "
                     "repeatable, as `onebit peer openai --field`")
-
-
-def served_peer(config: pytest.Config):
-    """The `OpenAIPeer` the options name, reached once; a usage error without --onebit-url
-    or with a bad value, a failure (every test's) when the server cannot be reached."""
-    url = config.getoption("onebit_url", None)
-    if not url:
-        raise pytest.UsageError("pytest_onebit.peers.served needs --onebit-url URL (the "
-                                "speculative server to hold)")
-    from onebit.commands.peer import parse_fields
-    from pytest_onebit.peers.openai_peer import OpenAIPeer
-
-    try:
-        peer = OpenAIPeer(url, config.getoption("onebit_plain_url", None),
-                          sampled=config.getoption("onebit_sampled", False),
-                          delta=config.getoption("onebit_delta", None),
-                          fields=parse_fields(config.getoption("onebit_field", []) or []))
-    except ValueError as error:
-        raise pytest.UsageError(f"pytest_onebit.peers.served: {error}") from None
-    return peer

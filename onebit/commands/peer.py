@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import signal
 import threading
 
@@ -82,18 +81,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_fields(items: list[str]) -> dict:
-    """`--field KEY=JSON` items as a dict; a value that is not JSON is kept as a string."""
-    fields = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--field wants KEY=VALUE, got {item!r}")
-        try:
-            fields[key] = json.loads(raw)
-        except ValueError:
-            fields[key] = raw
-    return fields
 
 
 @contextlib.contextmanager
@@ -140,6 +127,7 @@ def main(args: argparse.Namespace) -> int:
                                    delta=args.delta, threads=args.threads,
                                    llama_cpp_src=args.llama_cpp_src)
         elif args.peer == "openai":
+            from pytest_onebit.peers.openai_client import parse_fields
             from pytest_onebit.peers.openai_peer import OpenAIPeer
 
             peer = OpenAIPeer(args.url, args.plain_url, arms=tuple(args.arm) or None,

@@ -79,9 +79,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "head's own)")
     parser.add_argument("--parallel", type=positive("--parallel", least=0), metavar="N",
                         help="decode up to N requests at once, each in a slot of its own, in "
-                        "one pass of the model (continuous batching; needs a model that runs several "
-                        "sequences: the int8 kernel's compiled stack, or Gemma; heads none, "
-                        "auto, ngram); 0: one at a time. Default: "
+                        "one pass of the model (continuous batching; needs a model that runs "
+                        "several sequences: the int8 kernel's compiled stack, or Gemma; heads "
+                        "none, auto, ngram); 0: one at a time. Default: "
                         f"{AUTO_PARALLEL} where the model and head allow it, else one at a time")
     parser.add_argument("--queue", type=positive("--queue", least=0), default=64, metavar="N",
                         help="with --parallel: requests that may wait for a slot; past that "

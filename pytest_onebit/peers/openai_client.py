@@ -111,3 +111,18 @@ class Client:
             raise Unreachable(f"{self.root}/v1/models is not JSON: {error}") from None
         data = listed.get("data") or [{}]
         return str(data[0].get("id", "?"))
+
+
+def parse_fields(items: list[str]) -> dict:
+    """`--field KEY=JSON` items (onebit peer's and the pytest entry's) as the fields sent in
+    every request; a value that is not JSON is kept as a string."""
+    fields = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--field wants KEY=VALUE, got {item!r}")
+        try:
+            fields[key] = json.loads(raw)
+        except ValueError:
+            fields[key] = raw
+    return fields

@@ -16,9 +16,13 @@ import threading
 from collections.abc import Callable
 
 from pytest_onebit.contract.assertions import first_divergence
-from pytest_onebit.peers.openai_client import Client, ServerError, Unreachable, choice_text
+from pytest_onebit.peers.answers import accepted_note as _accepted
+from pytest_onebit.peers.answers import answer_ids as _ids
+from pytest_onebit.peers.answers import answer_text as _text
+from pytest_onebit.peers.answers import counted_note as _counted
+from pytest_onebit.peers.openai_client import Client, ServerError, Unreachable
 from pytest_onebit.peers.protocol import Outcome, chosen, failed, not_applicable, passed
-from pytest_onebit.peers.served_metrics import Metrics, read_metrics
+from pytest_onebit.peers.served_metrics import read_metrics
 from pytest_onebit.peers.served_s1 import Sampled, sampled_distribution
 
 CHECKS = ("I1-text", "I1-stream", "I9-budget", "I10-stop-string", "I10-eos", "L1-logprobs",
@@ -90,20 +94,6 @@ EOS_CHATS = (
 EOS_BUDGET = 48
 
 
-def _ids(body: dict, *, verbose: bool = True) -> list[int] | None:
-    """The answer's token ids: `choices[0].token_ids` (onebit serve, vLLM's
-    `return_token_ids`), or llama-server's `__verbose.tokens` (asked for with `verbose` and
-    `return_tokens`; a streamed chunk's holds that chunk's only, so `verbose=False` there)."""
-    ids = body["choices"][0].get("token_ids")
-    if not isinstance(ids, list) and verbose:
-        ids = (body.get("__verbose") or {}).get("tokens")
-    return list(ids) if isinstance(ids, list) else None
-
-
-def _text(body: dict) -> str:
-    return choice_text(body["choices"][0])
-
-
 def _logprobs(body: dict) -> list[tuple[float, list[float]]]:
     """(chosen logprob, the alternatives' logprobs) per token, from either endpoint's shape."""
     lp = body["choices"][0].get("logprobs") or {}
@@ -113,38 +103,6 @@ def _logprobs(body: dict) -> list[tuple[float, list[float]]]:
     tops = lp.get("top_logprobs") or []
     return [(value, sorted((tops[i] or {}).values(), reverse=True) if i < len(tops) else [])
             for i, value in enumerate(lp.get("token_logprobs") or [])]
-
-
-def _accepted(bodies: list[dict]) -> str:
-    """What speculation did, where the server says (onebit serve's `onebit` field)."""
-    stats = [b.get("onebit") for b in bodies if isinstance(b.get("onebit"), dict)]
-    if not stats:
-        return ""
-    accepted = sum(s.get("accepted", 0) for s in stats)
-    proposed = sum(s.get("proposed", 0) for s in stats)
-    return f"; {accepted}/{proposed} drafts accepted"
-
-
-def _counted(before: Metrics | None, after: Metrics | None) -> str:
-    """What speculation did, where the server's /metrics counts it (llama-server, vLLM);
-    nothing when no draft was counted (the answers may have come from the arm's memo)."""
-    if before is None or after is None:
-        return ""
-    done = after - before
-    if done.drafted <= 0:
-        return ""
-    return f"; {int(done.accepted)}/{int(done.drafted)} drafts accepted (its /metrics)"
-
-
-def _drafted(bodies: list[dict], before: Metrics | None, after: Metrics | None) -> int | None:
-    """Drafts proposed over `bodies`, by onebit serve's `onebit` field or the server's
-    /metrics; None where the server says neither."""
-    stats = [b.get("onebit") for b in bodies if isinstance(b.get("onebit"), dict)]
-    if stats:
-        return sum(int(s.get("proposed", 0)) for s in stats)
-    if before is not None and after is not None:
-        return int((after - before).drafted)
-    return None
 
 
 def _cut(*answers: dict) -> bool:

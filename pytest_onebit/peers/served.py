@@ -39,7 +39,6 @@ def served_arms(request: pytest.FixtureRequest) -> dict:
     that ask the same request), after the server was reached; a server that cannot be reached
     fails every test, naming the reason."""
     from pytest_onebit.peers.openai_peer import EndpointArm
-    from pytest_onebit.served_plugin import served_peer
 
     peer = served_peer(request.config)
     reason = peer.unavailable()
@@ -57,3 +56,23 @@ def test_served_check(served_arms: dict, served_endpoint: str, served_check: str
         pytest.fail(f"{served_check} on {served_endpoint}: {outcome.detail}", pytrace=False)
     if outcome.status == NOT_APPLICABLE:
         pytest.skip(f"{served_check} on {served_endpoint}: {outcome.detail}")
+
+
+def served_peer(config: pytest.Config):
+    """The `OpenAIPeer` the options name, reached once; a usage error without --onebit-url
+    or with a bad value, a failure (every test's) when the server cannot be reached."""
+    url = config.getoption("onebit_url", None)
+    if not url:
+        raise pytest.UsageError("pytest_onebit.peers.served needs --onebit-url URL (the "
+                                "speculative server to hold)")
+    from pytest_onebit.peers.openai_client import parse_fields
+    from pytest_onebit.peers.openai_peer import OpenAIPeer
+
+    try:
+        peer = OpenAIPeer(url, config.getoption("onebit_plain_url", None),
+                          sampled=config.getoption("onebit_sampled", False),
+                          delta=config.getoption("onebit_delta", None),
+                          fields=parse_fields(config.getoption("onebit_field", []) or []))
+    except ValueError as error:
+        raise pytest.UsageError(f"pytest_onebit.peers.served: {error}") from None
+    return peer

@@ -17,6 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_onebit.peers.answers import (
+    accepted_note,
+    answer_ids,
+    answer_text,
+    counted_note,
+    drafted,
+)
 from pytest_onebit.peers.event_test import MAX_OUTCOMES, TwoSampleEvents, hardest_samples
 from pytest_onebit.peers.protocol import Outcome, failed, not_applicable, passed
 from pytest_onebit.peers.served_metrics import read_metrics
@@ -86,10 +93,8 @@ class Sampled:
 
 def _ids_or_text(answer: dict):
     """The two-sample outcome: the first SAMPLED_KEPT ids, else the text."""
-    from pytest_onebit.peers.openai_peer import _ids, _text
-
-    ids = _ids(answer)
-    return tuple(ids[:SAMPLED_KEPT]) if ids is not None else _text(answer)
+    ids = answer_ids(answer)
+    return tuple(ids[:SAMPLED_KEPT]) if ids is not None else answer_text(answer)
 
 
 def sampled_distribution(arm, sampled: Sampled) -> Outcome:
@@ -136,15 +141,13 @@ def _logprob_fields(endpoint: str) -> dict:
 def _speculative(arm, draw: Callable[[], list[dict]]):
     """The speculative answers and what the server counted of its drafts, or an Outcome (not
     applicable) when it drafted nothing: S1 would hold plain sampling to itself."""
-    from pytest_onebit.peers.openai_peer import _accepted, _counted, _drafted
-
     before = read_metrics(arm.peer.client.root)
     spec = draw()
     after = read_metrics(arm.peer.client.root)
-    if _drafted(spec, before, after) == 0:
+    if drafted(spec, before, after) == 0:
         return not_applicable(f"the server drafted nothing in {len(spec)} sampled answers: S1 "
                               "would hold plain sampling to itself")
-    return spec, _accepted(spec) or _counted(before, after)
+    return spec, accepted_note(spec) or counted_note(before, after)
 
 
 def _two_sample(arm, test: TwoSampleEvents, pilot: list[dict], answers,

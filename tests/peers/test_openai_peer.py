@@ -129,7 +129,7 @@ def test_openai_options_are_checked(capsys):
 
 def test_fields_are_json_or_strings():
     """`--field KEY=JSON`: a JSON value is sent as that value, anything else as a string."""
-    from onebit.commands.peer import parse_fields
+    from pytest_onebit.peers.openai_client import parse_fields
 
     assert parse_fields(["return_token_ids=true", "n=3", "tag=abc", "x={\"a\": [1]}"]) == {
         "return_token_ids": True, "n": 3, "tag": "abc", "x": {"a": [1]}}

@@ -64,7 +64,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "pytest_onebit.native.*", "pytest_onebit.peers.*", "pytest_onebit.mutants.*",
         "pytest_onebit.device.*")),
     ("the pytest plugin and pytest_onebit's facade", (
-        "pytest_onebit.plugin", "pytest_onebit")),
+        "pytest_onebit.plugin", "pytest_onebit.served_plugin", "pytest_onebit")),
     ("the command line", (
         "onebit.commands.*", "onebit.cli")),
 ]
