@@ -75,7 +75,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        help="threads for each server (default 2)")
     llama.add_argument("--llama-cpp-src", metavar="DIR",
                        help="the llama.cpp source tree the binary was built from, whose "
-                       "convert_hf_to_gguf.py makes the draft-eagle3 arms' drafts (default: "
+                       "convert_hf_to_gguf.py makes the draft-eagle3, draft-dflash and "
+                       "draft-dspark arms' drafts (default: "
                        "$ONEBIT_LLAMA_CPP_SRC, then the nearest folder above the binary "
                        "holding the converter)")
     return parser
