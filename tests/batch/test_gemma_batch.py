@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from batch_reference import alone
 
 import onebit
 from onebit.batch import BatchEngine, BatchRequest, StackRows
@@ -50,28 +51,10 @@ def _request(prompt: list[int], i: int, budget: int, stop_ids=frozenset()) -> Ba
                            wrap=lambda base: ScoredBase(base, start=start, top=2))
 
 
-def _alone(model, request: BatchRequest):
-    """The ordinary loop on the model itself, with the request's head, seed and stops."""
-    p = request.params  # read field by field: the reference shares no code with the engine
-    model.reset()
-    scored = ScoredBase(model, start=len(p.prompt), top=2)
-    out: list[int] = []
-
-    def on_token(t):
-        out.append(t)
-        return False if t in p.stop_ids else None
-
-    head = request.head(None) if request.head else None
-    sampled = {} if p.sampling is None else {"sampling": p.sampling, "seed": p.seed}
-    onebit.run(scored, head, list(p.prompt), max_tokens=p.max_tokens,
-               k=request.k, on_token=on_token, **sampled)
-    return out, scored.logprobs
-
-
 def _check_answers(model, requests, handles) -> None:
     for i, (request, handle) in enumerate(zip(requests, handles, strict=True)):
         result = handle.result()
-        tokens, logprobs = _alone(model, request)
+        tokens, logprobs = alone(model, request)
         assert result.finish in ("stop", "length") and result.error is None, result.error
         assert result.tokens == tokens, i
         assert result.base.logprobs == logprobs, i
@@ -104,8 +87,8 @@ def test_a_cancelled_gemma_neighbour_changes_nobody(tiny_gemma3):
     handles[0].cancel()
     engine.run_until_idle(2000)
     cancelled = handles[0].result()
-    alone, _ = _alone(model, requests[0])
-    assert cancelled.finish == "cancelled" and cancelled.tokens == alone[:len(cancelled.tokens)]
+    answer, _ = alone(model, requests[0])
+    assert cancelled.finish == "cancelled" and cancelled.tokens == answer[:len(cancelled.tokens)]
     _check_answers(model, requests[1:], handles[1:])
 
 

@@ -5,6 +5,7 @@ sharing passes, with prompts prefilled in chunks beside the others' decode rows 
 neighbour cancelled mid-answer (skipped when the model is not in the cache)."""
 
 import pytest
+from batch_reference import alone
 
 import onebit
 from onebit.batch import BatchEngine, BatchRequest, StackRows
@@ -40,23 +41,6 @@ def _request(model, i: int) -> BatchRequest:
                         wrap=lambda base: ScoredBase(base, start=start, top=2))
 
 
-def _alone(model, request: BatchRequest):
-    """The ordinary loop on the model itself, with the request's head, seed and stops."""
-    p = request.params  # read field by field: the reference shares no code with the engine
-    scored = ScoredBase(model, start=len(p.prompt), top=2)
-    out: list[int] = []
-
-    def on_token(t):
-        out.append(t)
-        return False if t in p.stop_ids else None
-
-    head = request.head(None) if request.head else None
-    sampled = {} if p.sampling is None else {"sampling": p.sampling, "seed": p.seed}
-    onebit.run(scored, head, list(p.prompt), max_tokens=p.max_tokens,
-               k=request.k, on_token=on_token, **sampled)
-    return out, scored.logprobs
-
-
 def test_batched_answers_are_the_loops_answers_alone(smollm2_int8):
     """Five requests on three slots (two wait for a slot), prefill chunks of 8 rows sharing
     passes with decode and verify rows: each answer's tokens, log-probabilities (and their
@@ -70,7 +54,7 @@ def test_batched_answers_are_the_loops_answers_alone(smollm2_int8):
     assert engine.stats.max_pass_rows > 8  # passes did hold several sequences' rows
     for i, (request, handle) in enumerate(zip(requests, handles, strict=True)):
         result = handle.result()
-        tokens, logprobs = _alone(model, request)
+        tokens, logprobs = alone(model, request)
         assert result.finish in ("stop", "length") and result.error is None, result.error
         assert result.tokens == tokens, PROMPTS[i]
         assert result.base.logprobs == logprobs, PROMPTS[i]
@@ -89,10 +73,10 @@ def test_a_cancelled_neighbour_changes_nobody(smollm2_int8):
     handles[0].cancel()
     engine.run_until_idle(2000)
     cancelled = handles[0].result()
-    alone, _ = _alone(model, requests[0])
-    assert cancelled.finish == "cancelled" and cancelled.tokens == alone[:len(cancelled.tokens)]
+    answer, _ = alone(model, requests[0])
+    assert cancelled.finish == "cancelled" and cancelled.tokens == answer[:len(cancelled.tokens)]
     for request, handle in zip(requests[1:], handles[1:], strict=True):
-        assert handle.result().tokens == _alone(model, request)[0]
+        assert handle.result().tokens == alone(model, request)[0]
 
 
 def test_a_model_without_the_compiled_stack_is_refused_by_name(smollm2_path):
