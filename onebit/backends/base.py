@@ -51,6 +51,29 @@ class Backend:
         """`[R, out]`: `rows` `[R, in]` times the weight `key` `[out, in]`, transposed. The
         weight is fetched and prepared on first use only (on every use when not resident;
         `resident` overrides the backend's setting for this one product)."""
+        handle = self._handle(key, fetch, resident)
+        rows = self._checked_rows(key, rows)
+        self.products += 1
+        return self.product(handle, rows)
+
+    def linears(self, keys: tuple[str, ...], fetch: Callable[[str], np.ndarray],
+                rows: np.ndarray) -> list[np.ndarray]:
+        """`linear` of the same rows by each weight of `keys` (a layer's q / k / v, its gate and
+        up), each result what `linear` gives; a backend may share the work the products have in
+        common (`products`)."""
+        handles = [self._handle(key, fetch, None) for key in keys]
+        rows = self._checked_rows(keys[0], rows)
+        self.products += len(keys)
+        return self.products_of(handles, rows)
+
+    def products_of(self, handles: list, rows: np.ndarray) -> list[np.ndarray]:
+        """`product(handle, rows)` for each handle: one after another unless a backend shares
+        their common work."""
+        return [self.product(handle, rows) for handle in handles]
+
+    def _handle(self, key: str, fetch: Callable[[str], np.ndarray], resident: bool | None):
+        """The prepared weight `key`: kept from its first use (fetched and prepared again on
+        every use when not resident)."""
         keep = self.resident if resident is None else resident
         handle = self._prepared.get(key) if keep else None
         if handle is None:
@@ -66,13 +89,15 @@ class Backend:
             self.prepares += 1
             if keep:
                 self._prepared[key] = handle
+        return handle
+
+    def _checked_rows(self, key: str, rows: np.ndarray) -> np.ndarray:
         rows = np.ascontiguousarray(rows)
         if rows.ndim != 2 or rows.shape[0] < 1:
             raise BackendError(
                 f"{self.name}: rows for {key!r} have shape {rows.shape}, not [R, in]"
             )
-        self.products += 1
-        return self.product(handle, rows)
+        return rows
 
     @property
     def prepared_weights(self) -> int:

@@ -41,5 +41,15 @@ class HostBackend(Backend):
             return packed_rows(handle, rows)
         return self._rows(handle, rows.astype(handle.dtype, copy=False))
 
+    def products_of(self, handles: list, rows: np.ndarray) -> list[np.ndarray]:
+        """Block weights share the rows' quantisation (int8_kernel.quantize_rows, the same bits
+        every time): made once for a layer's q / k / v or gate / up instead of once a product."""
+        if len(handles) < 2 or not all(isinstance(h, BlockWeight) for h in handles):
+            return super().products_of(handles, rows)
+        from onebit.models.int8_kernel import block_rows, quantize_rows
+
+        quantized = quantize_rows(rows)
+        return [block_rows(h, rows, quantized=quantized) for h in handles]
+
     def describe(self) -> str:
         return f"host ({self.kernel} kernel)"

@@ -357,6 +357,13 @@ class DecoderBase:
             out = out + self.weights.get(name[: -len("weight")] + "bias")
         return out
 
+    def _linears(self, names: tuple[str, ...], rows: np.ndarray) -> list[np.ndarray]:
+        """`_linear` of the same rows by each weight of `names`, in one call to the backend
+        (which may share their common work: the int8 kernel quantises the rows once)."""
+        outs = self.backend.linears(names, self._weight, rows)
+        return [out + self.weights.get(name[: -len("weight")] + "bias")
+                if name in self._biases else out for name, out in zip(names, outs, strict=True)]
+
     def _weight(self, name: str):
         """The weight `name` in the form the backend reads: blocks when it multiplies blocks
         (the int8 kernel: a ggml q8_0 / q4_0 / q4_1 weight, or a Q4NX one as the same values

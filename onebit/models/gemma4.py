@@ -339,8 +339,7 @@ class Gemma4Model(DecoderBase):
         return x if self._scalars is None else x * self._scalars[layer]
 
     def _mlp(self, p: str, h: np.ndarray) -> np.ndarray:
-        gate = self._linear(p + "mlp.gate_proj.weight", h)
-        up = self._linear(p + "mlp.up_proj.weight", h)
+        gate, up = self._linears((p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"), h)
         return self._linear(p + "mlp.down_proj.weight", gelu_tanh(gate) * up)
 
     def finish_logits(self, logits: np.ndarray) -> np.ndarray:
@@ -394,15 +393,21 @@ class Gemma4Model(DecoderBase):
         a = f"model.layers.{layer}.self_attn."
         R, Hq, D = h.shape[0], c.num_attention_heads, c.head_dims[layer]
         rope = self._ropes[c.layer_types[layer], D]
-        q = self._linear(a + "q_proj.weight", h).reshape(R, Hq, D)
+        source = c.kv_sources[layer]
+        # q, k and v of the same rows in one call: the int8 kernel quantises h once for them
+        names = (a + "q_proj.weight",)
+        if source == layer:
+            names += (a + "k_proj.weight",) + (() if c.values_are_keys(layer)
+                                               else (a + "v_proj.weight",))
+        projected = self._linears(names, h)
+        q = projected[0].reshape(R, Hq, D)
         if self.qk_norm:
             q = self._rmsnorm(q, self._norms[a + "q_norm.weight"])
         q = np.concatenate([rope.apply(q[run.rows], run.pos) for run in runs])
         if self._q_scale is not None:
             q = q * self._q_scale
-        source = c.kv_sources[layer]
         if source == layer:
-            self._write_kv(layer, h, runs, rope)
+            self._write_kv(layer, projected[1:], runs, rope)
         Hkv = c.kv_heads[source]
         q = q.reshape(R, Hkv, Hq // Hkv, D)
         out = np.empty(q.shape, self.dtype)
@@ -419,16 +424,17 @@ class Gemma4Model(DecoderBase):
             out[i] = np.matmul(scores, values.astype(np.float64))
         return self._linear(a + "o_proj.weight", out.reshape(R, Hq * D))
 
-    def _write_kv(self, layer: int, h: np.ndarray, runs: list[_Run], rope: _RopeTable) -> None:
-        """Project, normalise and rotate the keys and values of R rows into the layer's caches,
-        each run's at its positions in its own caches (all rows first; each row then reads only
-        its own sequence's past)."""
+    def _write_kv(self, layer: int, projected: list[np.ndarray], runs: list[_Run],
+                  rope: _RopeTable) -> None:
+        """Normalise and rotate the keys and values of R rows (`projected`: the k projection,
+        and the v one unless the values are the keys) into the layer's caches, each run's at
+        its positions in its own caches (all rows first; each row then reads only its own
+        sequence's past)."""
         c = self.config
         a = f"model.layers.{layer}.self_attn."
-        R, Hkv, D = h.shape[0], c.kv_heads[layer], c.head_dims[layer]
-        raw_k = self._linear(a + "k_proj.weight", h).reshape(R, Hkv, D)
-        raw_v = (raw_k if c.values_are_keys(layer)
-                 else self._linear(a + "v_proj.weight", h).reshape(R, Hkv, D))
+        R, Hkv, D = projected[0].shape[0], c.kv_heads[layer], c.head_dims[layer]
+        raw_k = projected[0].reshape(R, Hkv, D)
+        raw_v = raw_k if c.values_are_keys(layer) else projected[1].reshape(R, Hkv, D)
         normed = (self._rmsnorm(raw_k, self._norms[a + "k_norm.weight"]) if self.qk_norm
                   else raw_k)
         v = (raw_v / np.sqrt((raw_v * raw_v).mean(axis=-1, keepdims=True) + c.rms_norm_eps)

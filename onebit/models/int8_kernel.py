@@ -428,17 +428,19 @@ def range_kernel(kind: str) -> Callable:
 
 
 def block_rows(weight: BlockWeight, rows: np.ndarray, *,
-               parallel: bool | None = None, form: str | None = None) -> np.ndarray:
+               parallel: bool | None = None, form: str | None = None,
+               quantized: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """`[R, out]` in rows' dtype (float32 or float64): rows `[R, in]` times the block weight,
     by the module docstring's formula. `parallel` overrides the size rule and `form` the lanes
-    form (`lanes_form()`); neither changes a bit."""
+    form (`lanes_form()`); neither changes a bit. `quantized`: `quantize_rows(rows)` made
+    already (several weights times the same rows), used as it is."""
     n_out, n_in = weight.shape
     rows = np.asarray(rows)
     if rows.ndim != 2 or rows.shape[1] != n_in:
         raise ValueError(f"rows of shape {rows.shape} do not meet a [{n_out}, {n_in}] weight")
     if rows.dtype not in kernels.TILED_DTYPES:
         raise TypeError(f"the integer kernel takes float32 or float64 rows, got {rows.dtype}")
-    xq, dx, sx = quantize_rows(rows)
+    xq, dx, sx = quantize_rows(rows) if quantized is None else quantized
     result = np.empty((rows.shape[0], n_out), dtype=np.float32)
     if parallel is None:
         parallel = n_out * n_in >= kernels.PARALLEL_MIN_WEIGHTS
