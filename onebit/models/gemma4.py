@@ -161,8 +161,9 @@ class GemmaSequences:
     def kv_bytes_per_position(self) -> int:
         """Bytes of keys and values one position of one sequence takes, at most (every layer
         that owns its K/V counted, though a sliding layer's ring stops growing)."""
-        k, _ = self.model.empty_caches(self.rows)
-        return 2 * sum(cache.shape[0] * cache.shape[2] * cache.itemsize for cache in k.values())
+        c, itemsize = self.model.config, self.model.dtype.itemsize
+        return 2 * sum(c.kv_heads[layer] * c.head_dims[layer] * itemsize
+                       for layer in range(c.num_hidden_layers) if c.owns_kv(layer))
 
 
 class Gemma4Model(DecoderBase):

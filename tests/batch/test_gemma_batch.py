@@ -127,3 +127,14 @@ def test_batched_gemma3_270m_answers_are_the_loops_answers_alone():
     handles = [engine.submit(r) for r in requests]
     engine.run_until_idle(2000)
     _check_answers(model, requests, handles)
+
+
+def test_kv_bytes_per_position_is_what_a_global_cache_grows_by(tiny_gemma3):
+    """`StackRows.kv_bytes_per_position` over Gemma's sequences (what serve's KV bound is made
+    of) equals the bytes one more position adds to a sequence's caches, keys and values, summed
+    over the layers that own their K/V, read off the caches themselves."""
+    model = tiny_gemma3
+    rows = StackRows(model, 2)
+    k, _ = model.empty_caches()
+    per_position = sum(cache.shape[0] * cache.shape[2] * cache.itemsize for cache in k.values())
+    assert rows.kv_bytes_per_position() == 2 * per_position > 0
