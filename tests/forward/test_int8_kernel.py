@@ -19,8 +19,8 @@ from onebit.models.errors import ModelFileError  # noqa: E402
 KINDS = tuple(blocks.KINDS)
 # Each (kind, form, parallel) is a kernel of its own to compile, 6-18 s on two cores. README
 # line 2 checks the kernels a user's SmolLM2 runs (its layers are q4_1, its embedding q8_0), in
-# the lane form this CPU uses: every batch check on q4_1, the formula and the error bound on
-# both kinds. The rest (q4_0, the lane forms against the portable one, and the forms this CPU
+# the lane form this CPU uses: every batch and lane-form check on q4_1 (against the portable
+# form), the formula and the error bound on both kinds. The rest (q4_0, and the forms this CPU
 # does not choose) runs in the slow step; .ci/run runs both.
 LINE2_KINDS = [pytest.param(k, marks=() if k == "q4_1" else pytest.mark.slow) for k in KINDS]
 SMOLLM2_KINDS = [pytest.param(k, marks=() if k in ("q4_1", "q8_0") else pytest.mark.slow)
@@ -245,9 +245,6 @@ def _check_formula(kind: str, n_in: int) -> None:
             assert got[r, o] == _formula(weight, rows[r], o), (r, o)
 
 
-# slow: it compiles the portable lanes' products, which this CPU never runs otherwise (22 s of
-# a cold README line 2 on two cores); CI's slow step runs every kind and form
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", LINE2_KINDS)
 @pytest.mark.parametrize("form", LINE2_FORMS)
 def test_Q3_lane_forms_agree_bit_for_bit(kind, form):

@@ -66,9 +66,6 @@ def test_parallel_and_serial_builds_agree_bitwise(dtype):
     assert np.array_equal(outs[0], outs[1])
 
 
-# slow: it compiles the build without prefetch hints, which nothing else runs (16 s of a cold
-# README line 2 on two cores); CI's slow step runs it
-@pytest.mark.slow
 @pytest.mark.parametrize("shape, dtype", cover([(7, 33), (50, 1024), (101, 70)], DTYPES))
 def test_prefetch_hints_change_no_bits(shape, dtype):
     """The prefetching build (what the model runs) and the build without hints give the same
