@@ -220,11 +220,11 @@ def _range_kernel(kind: int, form: str) -> Callable:
     got = _compiled.get(key)
     if got is not None:
         return got
-    name = ("q8_0", "q4_0", "q4_1", "q4_1f", "q8_16f")[kind]
+    name = tuple(KIND_IDS)[kind]
     namespace = dict(block_ops(form), fma=kernels._tiled_intrinsics()["fma"])
     # __name__: numba's on-disk cache rebuilds a kernel's environment from its module's name
-    namespace.update(__name__=__name__, np=np, GROUP=GROUP, WITH_MIN=kind in (2, 3),
-                     OFFSET=8 if kind == 1 else 0, AHEAD=PREFETCH_AHEAD)
+    namespace.update(__name__=__name__, np=np, GROUP=GROUP, WITH_MIN=name in ("q4_1", "q4_1f"),
+                     OFFSET=8 if name == "q4_0" else 0, AHEAD=PREFETCH_AHEAD)
     exec(int8_source.range_source(name), namespace)  # noqa: S102 - our own template, no outside input
     # fastmath stays off: the float order is the docstring's, not LLVM's choice
     got = _compiled[key] = kernel_cache.jit(namespace["product_range"], key, nogil=True)

@@ -106,9 +106,11 @@ _SCALAR = {
 
 def range_source(kind: str) -> str:
     """The source of `product_range` (the module docstring's computation) for weights of
-    `kind` ("q8_0", "q4_0", "q4_1" or "q4_1f", q4_1 with float32 scales, which the scalar tail
-    reads as they are instead of through the float16 table): tiles of 8, 7, .., 2 rows and 1
-    over each group, and the scalar tail. The same text for the same argument, every call.
+    `kind` ("q8_0", "q4_0", "q4_1"; "q4_1f", q4_1 with float32 scales, which the scalar tail
+    reads as they are instead of through the float16 table; "q8_16f", q8_0's codes with a
+    float32 scale per half block, whose two chains are the halves, each from its own correction
+    and times its own scale): tiles of 8, 7, .., 2 rows and 1 over each group, and the scalar
+    tail. The same text for the same argument, every call.
 
     A block of a group: q8_0's 8 chunks of 64 bytes (chunk t: codes 4t .. 4t + 3 of each
     output), or q4's 4 chunks whose low nibbles are chunks 0..3 and high nibbles chunks 4..7
