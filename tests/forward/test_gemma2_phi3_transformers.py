@@ -16,13 +16,14 @@ import json
 
 import numpy as np
 import pytest
+from peer_modules import lazy
 
 from onebit.gguf import read_gguf
 from onebit.gguf.fabricate import fabricate_gguf
 from onebit.models import load_model
 
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
+transformers = lazy("transformers")
+torch = lazy("torch")
 
 TOKENS = [(29 * i + 3) % 80 for i in range(12)]
 SIZES = dict(layers=4, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=80)

@@ -9,12 +9,12 @@ not float64 precision."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from peer_modules import lazy
 
 from onebit.models import fabricate_model, load_model
 
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
+transformers = lazy("transformers")
+torch = lazy("torch")
 
 TOKENS = [(29 * i + 3) % 256 for i in range(24)]
 

@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from peer_modules import lazy
 
 from onebit.models import Gemma4Model, load_model
 
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
-if not hasattr(transformers, "Gemma4ForCausalLM"):
-    pytest.skip("transformers has no Gemma 4 (needs >= 5.5)", allow_module_level=True)
+transformers = lazy("transformers")
+torch = lazy("torch")
+
+
+@pytest.fixture(autouse=True)
+def _gemma4_in_transformers():
+    if not hasattr(transformers, "Gemma4ForCausalLM"):
+        pytest.skip("transformers has no Gemma 4 (needs >= 5.5)")
+
 
 WINDOW = 5
 TOKENS = [(29 * i + 3) % 128 for i in range(24)]  # 24 positions: almost 5 windows

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from peer_modules import lazy
 
 from onebit.models import load_model
 
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
+transformers = lazy("transformers")
+torch = lazy("torch")
 
 TOKENS = [3, 17, 99, 5, 64, 64, 120, 1, 42, 77, 8, 33, 90, 11]
 TOLERANCE = 1e-4

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from peer_modules import lazy
 
 import onebit
 from onebit.gguf import read_gguf
 from onebit.models import load_model
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = lazy("torch")
+transformers = lazy("transformers")
 
 PROMPTS = [  # the base model continues text: ordinary openings
     "The capital of France is",

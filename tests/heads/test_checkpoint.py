@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from peer_modules import lazy
 
 from onebit.heads.checkpoint import read_tensors, to_bf16_bits, write_bf16
 
-try:  # the peer extra
-    import torch
-except ImportError:
-    torch = None
+torch = lazy("torch")  # the peer extra, imported when the test runs (peer_modules)
 
 FLOATS = arrays(np.float32, st.integers(1, 64),
                 elements=st.floats(width=32, allow_nan=False, allow_infinity=True))
 
 
-@pytest.mark.skipif(torch is None, reason="needs torch (the peer extra)")
 @settings(max_examples=200, deadline=None)
 @given(FLOATS)
 def test_bf16_rounding_is_torchs(values):

@@ -19,6 +19,7 @@ import json
 
 import numpy as np
 import pytest
+from peer_modules import lazy
 
 import onebit.heads.dflash as dflash_module
 import onebit.heads.mtp as mtp_module
@@ -30,9 +31,9 @@ from onebit.heads.qwen3_5_mtp import read_mtp_tensors
 from onebit.models import fabricate_model, load_model
 from onebit.tools.acceptance import truth_run
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-q3 = pytest.importorskip("transformers.models.qwen3.modeling_qwen3")
+torch = lazy("torch")
+transformers = lazy("transformers")
+q3 = lazy("transformers.models.qwen3.modeling_qwen3")
 
 TOLERANCE = 1e-4
 PROMPT = [5, 17, 99, 3, 64, 120, 7]

@@ -11,20 +11,22 @@ import inspect
 import textwrap
 
 import pytest
-
-pytest.importorskip("transformers")
-pytest.importorskip("torch")
+from peer_modules import lazy
 
 # half a minute of transformers' own generate with a bug planted in it: CI's slow step runs
 # them (`.ci/run`), which keeps README line 2 within its four minutes on two cores
 pytestmark = pytest.mark.slow
 
-from pytest_onebit.peers import judge  # noqa: E402
-from pytest_onebit.peers.hf_run import quiet  # noqa: E402
-from pytest_onebit.peers.hf_sampled import SampledArm  # noqa: E402
-from pytest_onebit.peers.hf_toy_arms import PROMPTS, ToyArm  # noqa: E402
+# imported when a test runs: every worker collects this module, one runs it (peer_modules)
+judge = lazy("pytest_onebit.peers.judge")
+hf_run = lazy("pytest_onebit.peers.hf_run")
+hf_sampled = lazy("pytest_onebit.peers.hf_sampled")
+hf_toy_arms = lazy("pytest_onebit.peers.hf_toy_arms")
 
-quiet()
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    hf_run.quiet()
 
 
 def plant(monkeypatch, module, qualname: str, old: str, new: str) -> None:
@@ -54,12 +56,12 @@ def test_wrong_cache_crop_fails_I1(monkeypatch):
     the same run passes."""
     from transformers.generation import utils
 
-    arm = ToyArm("garbage")
-    assert outcome(lambda: arm.text(PROMPTS[0], 3)) == "passed"
+    arm = hf_toy_arms.ToyArm("garbage")
+    assert outcome(lambda: arm.text(hf_toy_arms.PROMPTS[0], 3)) == "passed"
     plant(monkeypatch, utils, "GenerationMixin._assisted_decoding",
           "number_of_tokens_to_crop = candidate_length - n_matches",
           "number_of_tokens_to_crop = candidate_length - n_matches - 1")
-    assert outcome(lambda: arm.text(PROMPTS[0], 3)) == "failed"
+    assert outcome(lambda: arm.text(hf_toy_arms.PROMPTS[0], 3)) == "failed"
 
 
 def test_budget_not_enforced_fails_I9(monkeypatch):
@@ -68,7 +70,7 @@ def test_budget_not_enforced_fails_I9(monkeypatch):
     to the end of the budget: I9-budget fails (transformers #46993, planted back)."""
     from transformers.generation import utils
 
-    arm = ToyArm("lookup")
+    arm = hf_toy_arms.ToyArm("lookup")
     assert outcome(lambda: arm.budget(2)) == "passed"
     plant(monkeypatch, utils, "GenerationMixin._assisted_decoding",
           "valid_tokens = valid_tokens[:, :tokens_budget]", "valid_tokens = valid_tokens")
@@ -80,11 +82,11 @@ def test_short_drafts_fail_I7(monkeypatch):
     more target passes: I7-pass-law fails while I1-text passes."""
     from transformers.generation import candidate_generator as cg
 
-    arm = ToyArm("perfect")
+    arm = hf_toy_arms.ToyArm("perfect")
     plant(monkeypatch, cg, "AssistedCandidateGenerator._calculate_new_tokens",
           "min(int(self.num_assistant_tokens),", "min(int(self.num_assistant_tokens) - 1,")
-    assert outcome(lambda: arm.text(PROMPTS[0], 4)) == "passed"
-    assert outcome(lambda: arm.law(PROMPTS[0], 4)) == "failed"
+    assert outcome(lambda: arm.text(hf_toy_arms.PROMPTS[0], 4)) == "passed"
+    assert outcome(lambda: arm.law(hf_toy_arms.PROMPTS[0], 4)) == "failed"
 
 
 def test_wrong_residual_fails_S1(monkeypatch):
@@ -95,7 +97,8 @@ def test_wrong_residual_fails_S1(monkeypatch):
     plant(monkeypatch, utils, "_speculative_sampling",
           "torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)",
           "torch.clamp((q_n_plus_1 - p_n_plus_1), min=0)")
-    assert SampledArm(plain=False, delta=0.5).judge()["S1-distribution"].status == "failed"
+    judged = hf_sampled.SampledArm(plain=False, delta=0.5).judge()
+    assert judged["S1-distribution"].status == "failed"
 
 
 def test_stop_ignored_fails_I10(monkeypatch):
@@ -104,7 +107,7 @@ def test_stop_ignored_fails_I10(monkeypatch):
     blocks are one token, so #48039's overshoot cannot happen there)."""
     from transformers.generation import utils
 
-    arm = ToyArm("garbage")
+    arm = hf_toy_arms.ToyArm("garbage")
     assert outcome(arm.stopping_criteria) == "passed"
     plant(monkeypatch, utils, "GenerationMixin._get_stopping_criteria",
           "criteria = self._merge_criteria_processor_list(criteria, stopping_criteria)",
@@ -122,8 +125,8 @@ def test_residual_drawn_from_p_passes_the_garbage_arm_and_fails_the_sharp_one(mo
 
     plant(monkeypatch, utils, "_speculative_sampling",
           "torch.clamp((p_n_plus_1 - q_n_plus_1), min=0)", "p_n_plus_1.clone()")
-    assert SampledArm(assistant="garbage").judge()["S1-distribution"].status == "passed"
-    sharp = SampledArm(assistant="swapped").judge()["S1-distribution"]
+    assert hf_sampled.SampledArm(assistant="garbage").judge()["S1-distribution"].status == "passed"
+    sharp = hf_sampled.SampledArm(assistant="swapped").judge()["S1-distribution"]
     assert sharp.status == "failed", sharp.detail
     assert "under plain sampling" in sharp.detail
 
@@ -138,7 +141,7 @@ def test_greedy_draft_reporting_a_soft_q_fails_the_sharp_arm(monkeypatch):
     plant(monkeypatch, cg, "AssistedCandidateGenerator._prepare_generation_args",
           '"generation_config": self.generation_config,',
           '"generation_config": self.generation_config, "do_sample": False,')
-    sharp = SampledArm(assistant="swapped").judge()["S1-distribution"]
+    sharp = hf_sampled.SampledArm(assistant="swapped").judge()["S1-distribution"]
     assert sharp.status == "failed", sharp.detail
 
 

@@ -9,13 +9,14 @@ import time
 
 import numpy as np
 import pytest
+from peer_modules import lazy
 
 import onebit
 from onebit.commands.common import duration
 from onebit.models import fabricate_model, load_model
 from onebit.train import data, fit, store
 
-torch = pytest.importorskip("torch")
+torch = lazy("torch")
 
 
 @pytest.fixture(scope="module")

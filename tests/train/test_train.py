@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from peer_modules import lazy
 
 import onebit
 from onebit.heads.eagle import EagleConfig, EagleHead, load_eagle
 from onebit.models import fabricate_model, load_model
 from onebit.train import data, fit
 
-torch = pytest.importorskip("torch")
+torch = lazy("torch")
 
 
 @pytest.fixture(scope="module")
