@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 
+#: a module's own dunder attributes, read through to it
+MODULE_DUNDERS = frozenset({"__version__", "__file__", "__path__"})
+
 
 class LazyModule:
     """A module imported at its first attribute read (`torch.tensor`, `transformers.AutoConfig`);
@@ -35,7 +38,10 @@ class LazyModule:
         return self._module
 
     def __getattr__(self, attribute: str) -> Any:
-        if attribute.startswith("_"):  # copy, pickle and pytest probing the stand-in itself
+        # pytest's collection, copy and pickle probe a module-level object for private and
+        # dunder names (`_pytestfixturefunction`, `__wrapped__`, ...): the stand-in has none,
+        # and answering them must not import the module
+        if attribute.startswith("_") and attribute not in MODULE_DUNDERS:
             raise AttributeError(attribute)
         return getattr(self.module(), attribute)
 
