@@ -22,7 +22,11 @@ loop's, so a loss coming back shows in the layer that brought it, and its rate o
 `onebit generate`'s median.
 
     .venv/bin/python benchmarks/serve_overhead.py [--rounds 5] [--tokens 128] [--requests 4]
-        [--generates 2]
+        [--generates 2] [--parallel N]
+
+`--parallel N`: the engine (and so both servers) has N slots, as `onebit serve --parallel N`,
+and each request still comes alone: what one user pays for a server that can batch (issue 64:
+within 10 % of `onebit generate`).
 """
 
 from __future__ import annotations
@@ -89,6 +93,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=4, help="requests per arm per round")
     parser.add_argument("--generates", type=int, default=2,
                         help="onebit generate runs per round, each in its own process")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="the engine's slots, as onebit serve --parallel (default 1)")
     args = parser.parse_args()
 
     from onebit.batch import BatchRequest
@@ -100,7 +106,7 @@ def main() -> int:
     model = load_text_model(None, kernel="int8")
     body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": args.tokens,
             "temperature": 0}
-    engine = Engine(model, head="none", parallel=1)
+    engine = Engine(model, head="none", parallel=args.parallel)
     params = engine.prepare(parse("chat", body))
 
     def loop() -> int:
@@ -160,7 +166,8 @@ def main() -> int:
         each.stop()
     base = statistics.median(speed["loop"])
     print(f"\n{args.rounds} rounds x {args.requests} requests of {args.tokens} greedy tokens, "
-          "SmolLM2 Q4_1, int8, 2 threads\n")
+          f"SmolLM2 Q4_1, int8, 2 threads, an engine of {args.parallel} slot(s), each request "
+          "alone\n")
     alone = statistics.median(speed["onebit generate"])
     print("| arm | tokens/s | time per token / loop's | rate / onebit generate's |")
     print("|---|---:|---:|---:|")
