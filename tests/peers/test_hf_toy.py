@@ -11,12 +11,7 @@ transformers = lazy("transformers")
 hf_run = lazy("pytest_onebit.peers.hf_run")
 hf_toy = lazy("pytest_onebit.peers.hf_toy")
 hf_toy_arms = lazy("pytest_onebit.peers.hf_toy_arms")
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    hf_run.quiet()
-
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]
 

@@ -15,19 +15,12 @@ from peer_modules import lazy
 
 # half a minute of transformers' own generate with a bug planted in it: CI's slow step runs
 # them (`.ci/run`), which keeps README line 2 within its four minutes on two cores
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("quiet_transformers")]
 
 # imported when a test runs: every worker collects this module, one runs it (peer_modules)
 judge = lazy("pytest_onebit.peers.judge")
-hf_run = lazy("pytest_onebit.peers.hf_run")
 hf_sampled = lazy("pytest_onebit.peers.hf_sampled")
 hf_toy_arms = lazy("pytest_onebit.peers.hf_toy_arms")
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    hf_run.quiet()
-
 
 def plant(monkeypatch, module, qualname: str, old: str, new: str) -> None:
     """Replace `module.qualname` by a copy of its source with `old` edited to `new`."""
