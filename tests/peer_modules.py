@@ -29,7 +29,7 @@ class LazyModule:
         self._name = name
         self._module: ModuleType | None = None
 
-    def module(self) -> ModuleType:
+    def _load(self) -> ModuleType:
         if self._module is None:
             try:
                 self._module = importlib.import_module(self._name)
@@ -43,7 +43,7 @@ class LazyModule:
         # and answering them must not import the module
         if attribute.startswith("_") and attribute not in MODULE_DUNDERS:
             raise AttributeError(attribute)
-        return getattr(self.module(), attribute)
+        return getattr(self._load(), attribute)
 
     def __repr__(self) -> str:
         state = "imported" if self._module is not None else "not imported yet"
